@@ -631,9 +631,15 @@ class RunEstimate:
         """``energy_ideal_j_low`` / ``_high`` and ``energy_wall_clock_j_low`` / ``_high`` under
         the step time's range ``span`` (:func:`energy_range` of the step, times the steps, and
         times the wall clock's own range over the step time); empty without an energy."""
-        e = self.energy
-        if e is None:
+        if self.energy is None:
             return {}
+        return self._step_and_run_energy_ranges(self.energy, span)[1]
+
+    def _step_and_run_energy_ranges(
+        self, e: StepEnergy, span: RunSpan
+    ) -> tuple[tuple[float, float], dict[str, float]]:
+        """``((low, high) joules of one step, energy_ranges)``: the step's
+        :func:`energy_range` computed once for both."""
         t_lo, t_hi = span.run_range(e.iteration_time_s)
         lo, hi = energy_range(e, t_lo, t_hi)
         out = {"energy_ideal_j_low": lo * self.steps, "energy_ideal_j_high": hi * self.steps}
@@ -643,7 +649,7 @@ class RunEstimate:
             w_lo, w_hi = span.run_range(self.goodput.wall_s)
             out["energy_wall_clock_j_low"] = lo / t_lo * w_lo
             out["energy_wall_clock_j_high"] = hi / t_hi * w_hi
-        return out
+        return (lo, hi), out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -705,8 +711,7 @@ class RunEstimate:
                 + " (GPU boards only)"
             )
             if span is not None:
-                rng = self.energy_ranges(span)
-                per = energy_range(e, *span.run_range(e.iteration_time_s))
+                per, rng = self._step_and_run_energy_ranges(e, span)
                 lines.append(
                     f"  {span.level_text + ' range':<14}{per[0] / 1e3:,.1f} - {per[1] / 1e3:,.1f}"
                     " kJ per step"

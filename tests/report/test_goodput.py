@@ -419,3 +419,31 @@ def test_cli_tokens_energy_has_a_range(capsys: pytest.CaptureFixture[str]) -> No
     i = next(j for j, line in enumerate(lines) if line.startswith("energy "))
     assert "range" in lines[i + 1] and "kJ per step; run" in lines[i + 1]
     assert "power model at the step range's ends" in lines[i + 1]
+
+
+def test_tokens_text_computes_the_energy_range_once(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``RunEstimate.format_lines`` with a span reads the step's energy range once, for the
+    per-step and the run's range alike (it computed it twice)."""
+    import perfmodel.report.goodput as goodput
+
+    calls: list[str] = []
+    real_range, real_lines = goodput.energy_range, goodput.RunEstimate.format_lines
+
+    def spy_range(*a: object, **k: object) -> tuple[float, float]:
+        calls.append("range")
+        return real_range(*a, **k)  # type: ignore[arg-type]
+
+    def spy_lines(self: goodput.RunEstimate, span: object = None) -> list[str]:
+        calls.append("lines")
+        out = real_lines(self, span)  # type: ignore[arg-type]
+        calls.append("end")
+        return out
+
+    monkeypatch.setattr(goodput, "energy_range", spy_range)
+    monkeypatch.setattr(goodput.RunEstimate, "format_lines", spy_lines)
+    assert main([*_PREDICT, "--tokens", "1e11", "--interval", "0.8"]) == 0
+    assert "kJ per step; run" in capsys.readouterr().out
+    inside = calls[calls.index("lines") + 1 : calls.index("end")]
+    assert inside == ["range"]
