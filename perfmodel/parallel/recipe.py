@@ -444,14 +444,7 @@ class Recipe:
         >>> sum(r.model_state_bytes(8e6, 8))
         16000000.0
         """
-        return model_state_bytes(
-            params,
-            param_bytes=self.param_bytes,
-            grad_bytes=self.grad_bytes,
-            state_bytes=self.state_bytes,
-            stage=self.sharding.stage,
-            dp=self.shard_degree(dp),
-        )
+        return self._state_bytes(params, self.shard_degree(dp))
 
     def expert_state_bytes(
         self, params: float, plan: ParallelismPlan
@@ -468,13 +461,19 @@ class Recipe:
         >>> sum(r.expert_state_bytes(8e6, plan))  # 16 B each, unsharded
         128000000.0
         """
+        return self._state_bytes(params, plan.expert_shard_degree)
+
+    def _state_bytes(self, params: float, ranks: int) -> tuple[float, float, float]:
+        """``(weights, gradients, optimizer state)`` bytes per GPU of ``params`` parameters
+        whose state the recipe's sharding stage splits over ``ranks``
+        (:func:`perfmodel.workload.memory.model_state_bytes`)."""
         return model_state_bytes(
             params,
             param_bytes=self.param_bytes,
             grad_bytes=self.grad_bytes,
             state_bytes=self.state_bytes,
             stage=self.sharding.stage,
-            dp=plan.expert_shard_degree,
+            dp=ranks,
         )
 
     def describe(self, *, tp: int = 1, pp: int = 1, attention: bool = True) -> list[str]:

@@ -171,3 +171,19 @@ def test_mixtral_hsdp_replica_all_reduce_bytes_by_hand() -> None:
     total = sum(t.comm.message_bytes for t in ar)
     assert total == pytest.approx(4 * (MIXTRAL_EXPERTS / 4 + MIXTRAL_DENSE / 4))
     assert total == pytest.approx(46_702_792_704)
+
+
+@pytest.mark.parametrize("plan", [{"dp": 8}, {"dp": 4, "cp": 2}, {"dp": 8, "hsdp": 4}])
+def test_expert_and_dense_state_bytes_agree_on_the_same_ranks(plan: dict[str, int]) -> None:
+    """``Recipe.expert_state_bytes`` and ``model_state_bytes`` are one computation
+    (``Recipe._state_bytes``) differing in the ranks: equal where the ranks are."""
+    from perfmodel.dtypes import Precision
+    from perfmodel.parallel.recipe import build_recipe
+    from perfmodel.parallel.software import get_preset
+    from perfmodel.workload.memory import Optimizer
+
+    p = ParallelismPlan(fsdp=True, **plan)  # type: ignore[arg-type]
+    r = build_recipe(get_preset("torchtitan"), Precision.BF16, Optimizer.ADAM, p)
+    dp = next(d for d in range(1, 64) if r.shard_degree(d) == p.expert_shard_degree)
+    assert r.expert_state_bytes(8e6, p) == r.model_state_bytes(8e6, dp)
+    assert sum(r.expert_state_bytes(8e6, p)) == pytest.approx(16 * 8e6 / p.expert_shard_degree)
