@@ -30,10 +30,9 @@ from perfmodel.scenario import Scenario
 PredictFn = Callable[..., StepReport]
 
 #: Speedup baselines of zoo-model scenarios (:func:`_baseline_value`): ``(throughput, fits,
-#: defaults)`` by (baseline scenario content hash, profile stamp, system file stamp, kind); small
-#: values, so many
-#: (a sweep's rows have as many distinct baselines as model, batch, precision and software
-#: combinations).
+#: defaults)`` by (baseline scenario content hash, profile stamp, system file stamp, kind);
+#: small values, so many (a sweep's rows have as many distinct baselines as model, batch,
+#: precision and software combinations).
 BASELINES: BoundedMemo[tuple[Any, ...], tuple[float, bool, tuple[str, ...]]] = BoundedMemo(65_536)
 
 

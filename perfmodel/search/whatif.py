@@ -208,8 +208,8 @@ def per_token_energy(report: Mapping[str, Any], spec: Any) -> Any:
     """The :class:`~perfmodel.report.goodput.StepEnergy` of a report dict's step (its tokens
     per step ``tokens_per_s * iteration_time_s``, busy seconds the breakdown's compute and
     optimizer), which :func:`per_token_figures` gives, whose ``kwh_per_million_tokens`` is
-    :attr:`WhatIfPoint.kwh_per_million_tokens` and whose range :meth:`WhatIfPoint.range_of` reads; ``None`` without tokens, a breakdown or a power
-    model."""
+    :attr:`WhatIfPoint.kwh_per_million_tokens` and whose range :meth:`WhatIfPoint.range_of`
+    reads; ``None`` without tokens, a breakdown or a power model."""
     tok = report.get("tokens_per_s")
     bd = report.get("breakdown")
     t = report.get("iteration_time_s")
