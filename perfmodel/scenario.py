@@ -90,7 +90,7 @@ class Scenario:
     sync_period: int = 1
     ps_host: str = "cpu"
     ps_shards: int = 1
-    placement: str = "tp,pp,dp"
+    placement: str = "tp,dp,pp"
     memory_format: str | None = None
     hsdp: int | None = None
     ep: int = 1

@@ -1,7 +1,7 @@
 """A :class:`~perfmodel.scenario.Scenario` parsed once, at the edge, into typed values.
 
 ``Scenario`` keeps what the user wrote (the ``perfmodel predict`` flags, a scenario file's keys,
-a sweep axis): text such as ``precision="bf16"``, ``schedule="1f1b"``, ``placement="tp,pp,dp"``.
+a sweep axis): text such as ``precision="bf16"``, ``schedule="1f1b"``, ``placement="tp,dp,pp"``.
 :func:`parse_scenario` turns every such field into its type (enums, the
 :class:`~perfmodel.parallel.software.SoftwarePreset`, positive integers, a placement order) in
 one step, raising a typed :class:`~perfmodel.errors.ConfigError` that names the field
@@ -65,7 +65,7 @@ MAX_BATCH_PER_REPLICA = 2**20
 MAX_GLOBAL_BATCH = MAX_BATCH_PER_REPLICA * 2**14
 
 #: Placement dimensions (:mod:`perfmodel.parallel.placement`), fastest first by default.
-_DIMS = ("tp", "pp", "dp")
+_DIMS = ("tp", "dp", "pp")
 
 
 @dataclass(frozen=True)
@@ -190,15 +190,15 @@ def batch_int(
 
 
 def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[str, str, str]:
-    """A placement order (``"tp,pp,dp"``, fastest first) as a tuple of the three dimensions.
+    """A placement order (``"tp,dp,pp"``, fastest first) as a tuple of the three dimensions.
 
-    >>> parse_placement("tp, dp,pp")
-    ('tp', 'dp', 'pp')
+    >>> parse_placement("tp, pp,dp")
+    ('tp', 'pp', 'dp')
 
     Raises
     ------
     ConfigError
-        If the text is not a permutation of ``tp,pp,dp``.
+        If the text is not a permutation of ``tp,dp,pp``.
     """
     if isinstance(text, str):
         order = tuple(s.strip() for s in text.split(","))
@@ -206,7 +206,7 @@ def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[
         order = tuple(str(s) for s in text)  # type: ignore[attr-defined]
     if sorted(order) != sorted(_DIMS):
         raise ConfigError(
-            f"placement order {','.join(order)!r} must be a permutation of tp,pp,dp",
+            f"placement order {','.join(order)!r} must be a permutation of tp,dp,pp",
             value=text,
             where=where,
         )

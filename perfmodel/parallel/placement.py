@@ -1,10 +1,27 @@
 """Placement: which GPU of the topology runs which (dp, pp, tp) rank.
 
-Default order (Megatron-LM): tensor-parallel ranks vary fastest, then pipeline stages, then
-data-parallel replicas, over :attr:`Topology.gpus` (server-major rank order). So a TP group of
-``tp <= gpus_per_node`` sits inside one server and its collectives run on NVLink/PCIe; pipeline
-neighbours are next; data-parallel groups span servers. ``order`` permutes the dimensions
-("tp,dp,pp" puts DP replicas before stages) and ``gpus`` overrides the GPU list entirely.
+Default order (the frameworks' own): tensor-parallel ranks vary fastest, then data-parallel
+replicas (context-parallel rank fastest inside them), then pipeline stages OUTERMOST, over
+:attr:`Topology.gpus` (server-major rank order). Every framework the presets model does so:
+
+- Megatron-LM ``megatron/mpu/initialize.py`` ``initialize_model_parallel`` @5489bda9bc (2021-02,
+  the SC21 code): pipeline groups are ranks ``world/pp`` apart, data-parallel groups stride
+  ``tp`` inside each stage's block of ``world/pp`` ranks;
+- Megatron-Core ``megatron/core/parallel_state.py`` ``RankGenerator`` default order
+  ``"tp-cp-ep-dp-pp"`` (@d98e8a64dd), which NeMo uses;
+- torchtitan ``parallelisms/parallel_dims.py`` @49c6d6fc15ef: device mesh
+  ``[pp, dp_replicate, dp_shard, cp, tp]`` (last dimension fastest);
+- DeepSpeed ``deepspeed/runtime/pipe/topology.py`` @2eafdd39db: ``PipeModelDataParallelTopology``
+  axes ``['pipe', 'data', 'model']`` (last axis fastest);
+- InternEvo ``internlm/core/context/process_group_initializer.py``: ``MTP_GROUP_ORDER``
+  ``[TENSOR, DATA, PIPELINE]``.
+
+So a TP group of ``tp <= gpus_per_node`` sits inside one server and its collectives run on
+NVLink/PCIe; a stage's data-parallel group fills the rest of the server before it spans NICs;
+pipeline neighbours are ``tp x dp`` ranks apart (usually another server: a point-to-point
+activation per microbatch, far fewer bytes than the gradient reduction). ``order`` permutes the
+dimensions (``"tp,pp,dp"`` puts stages before DP replicas, as perfmodel's default did before)
+and ``gpus`` overrides the GPU list entirely.
 """
 
 from __future__ import annotations
@@ -16,7 +33,8 @@ from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.plan import Hybrid, ParallelismPlan
 from perfmodel.topology import Topology
 
-_DIMS = ("tp", "pp", "dp")
+#: The default order, fastest first (module docstring: the frameworks' sources).
+_DIMS = ("tp", "dp", "pp")
 
 
 @dataclass(frozen=True)
@@ -89,8 +107,8 @@ def place(
         The GPUs to use, in rank order (default: the first ``plan.num_gpus`` of
         ``topology.gpus``).
     order
-        Dimension order fastest first, e.g. ``("tp", "pp", "dp")`` (default) or
-        ``("tp", "dp", "pp")`` (text such as ``"tp,dp,pp"`` is parsed at the edge:
+        Dimension order fastest first, e.g. ``("tp", "dp", "pp")`` (default: pipeline stages
+        outermost, as every framework) or ``("tp", "pp", "dp")`` (text such as ``"tp,dp,pp"`` is parsed at the edge:
         :func:`perfmodel.scenario_parse.parse_placement`).
 
     Raises
@@ -100,7 +118,7 @@ def place(
     """
     if sorted(order) != sorted(_DIMS):
         raise ConfigError(
-            f"placement order {','.join(order)!r} must be a permutation of tp,pp,dp",
+            f"placement order {','.join(order)!r} must be a permutation of tp,dp,pp",
             value=order,
             where="order",
         )

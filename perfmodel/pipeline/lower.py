@@ -94,11 +94,10 @@ def _step_inputs(
     costs = system_costs(r.topology, r.precision, calib, r.preset, r.memory_format, r.recipe)
     plan = r.plan
     wl, batch = step_workload(sc, r, workload_fn)
+    # the scenario's order: by default the frameworks' (tp, dp, pp: pipeline stages outermost,
+    # perfmodel.parallel.placement), so a stage's data- and expert-parallel groups fill servers
+    # before they span NICs; an explicit placement is kept
     order = r.parsed.placement
-    if plan.ep > 1 and sc.placement == Scenario.placement:
-        # Megatron-Core's rank order (parallel_state "tp-cp-ep-dp-pp"): pipeline stages
-        # outermost, so a stage's expert-parallel group fills servers before it spans NICs
-        order = ("tp", "dp", "pp")
     # the topology's first GPUs: place's default when the plan uses them all (no check of an
     # explicit list, 1,024 names against the topology's for GPT-3 on 1024 A100)
     gpus = None if plan.num_gpus == r.num_gpus else r.topology.gpus[: r.num_gpus]

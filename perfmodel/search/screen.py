@@ -374,7 +374,8 @@ class PlanScreen:
         return c
 
     def _group(self, size: int, stride: int) -> tuple[tuple[str, ...], Any]:
-        """A representative group of ``size`` ranks ``stride`` apart (Megatron rank order)."""
+        """A representative group of ``size`` ranks ``stride`` apart in the default rank order
+        (:mod:`perfmodel.parallel.placement`: tp, then dp with cp fastest inside, then pp)."""
         span = (size - 1) * stride + 1
         nodes = max(1, math.ceil(span / self.gpus_per_node))
         if nodes > 2 and stride >= self.gpus_per_node:
@@ -387,7 +388,7 @@ class PlanScreen:
 
     def _dp_collective_s(self, op: Any, nbytes: float, n: int, stride: int) -> float:
         """Seconds of ``op`` of ``nbytes`` (nccl-tests convention) over ``n`` data-parallel
-        ranks ``stride`` apart (Megatron rank order), priced by the topology's
+        ranks ``stride`` apart (the default rank order), priced by the topology's
         ``CommCostModel`` (predict's: NCCL's channels over every NIC of a server, its
         protocols and latencies) on the group itself or on its two-server representative
         (:func:`perfmodel.search.screen_overlap.ring_representative`), cached per key."""
@@ -417,7 +418,7 @@ class PlanScreen:
         schedule: str,
     ) -> float:
         """Data-parallel seconds exposed per step of the stage ``st`` over ``n = dp x cp``
-        ranks ``tp x pp`` apart beside micro-batches of ``phases`` (forward, backward) seconds
+        ranks ``tp`` apart (the default rank order, pipeline stages outermost) beside micro-batches of ``phases`` (forward, backward) seconds
         (:func:`perfmodel.search.screen_overlap.dp_exposed`, :meth:`_dp_collective_s`).
         Context-parallel ranks reduce the dense gradients with the replicas; the experts'
         smaller expert data-parallel group is not told apart here. Without interleaving every
@@ -431,7 +432,7 @@ class PlanScreen:
         fill = pp if pp > 1 and not interleaved else 1
 
         def coll(op: Any, nbytes: float) -> float:
-            return self._dp_collective_s(op, nbytes, n, tp * pp)
+            return self._dp_collective_s(op, nbytes, n, tp)
 
         return sum(dp_exposed(rc, st.stage_params, m, phases[0], phases[1], coll, fill))
 
@@ -872,7 +873,7 @@ class PlanScreen:
         if pp > 1:
             # Megatron's scatter/gather optimisation (SC21 section 4.1): each TP rank sends 1/tp
             nbytes = st.p2p_bytes / tp
-            pair, costs = self._group(2, tp)
+            pair, costs = self._group(2, tp * dp * cp)  # neighbour stages: tp x dp x cp apart
             p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
         dp_s = self._dp_s(rc, st, dp * cp, tp, pp, m, (seg_f, seg_b), schedule)
         opt_params = st.stage_params / (dp * cp if rc.sharding.stage >= 1 else 1)

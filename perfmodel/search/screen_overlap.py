@@ -34,7 +34,7 @@ def beyond(comm_s: float, busy_s: float, k: int) -> float:
 
 def ring_representative(n: int, stride: int, gpus_per_node: int) -> tuple[int, list[int]]:
     """``(servers, ranks)``: where to price a collective of ``n`` ranks ``stride`` apart
-    (Megatron rank order) on a topology of ``servers`` servers: the group itself when it
+    (the default rank order) on a topology of ``servers`` servers: the group itself when it
     spans one or two servers, else two servers' worth of it (the same members per server;
     one per server when ``stride`` is a server or more), which :func:`ring_extended_s`
     extends to ``n`` ranks.

@@ -367,7 +367,7 @@ def test_expert_gradients_skip_the_dense_reduction_when_ep_spans_the_replicas() 
 
 def test_expert_group_fills_a_server_first_under_pipelining() -> None:
     """ep = 8 with pp = 2 on two 8-GPU servers: Megatron-Core's order (stages outermost) puts
-    each stage's expert group on one server (the SC21 order tp,pp,dp would stride it over both)."""
+    each stage's expert group on one server (the order tp,pp,dp would stride it over both)."""
     from perfmodel.api import topology_of
     from perfmodel.parallel.taskgraph import CommKind
     from perfmodel.pipeline.lower import build_step

@@ -300,10 +300,11 @@ def test_cli_predict_chakra(tmp_path, capsys) -> None:
     assert main(args) == 0
     text = capsys.readouterr().out
     assert f"Chakra traces written to {out}: 2 file(s)" in text
-    assert sorted(p.name for p in out.iterdir()) == ["perfmodel.0.et", "perfmodel.2.et"]
+    # the first GPU of each stage: rank (dp 0, pp s, tp 0) = 4 s in the order tp, dp, pp
+    assert sorted(p.name for p in out.iterdir()) == ["perfmodel.0.et", "perfmodel.4.et"]
     assert main([*args, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert [p.rsplit("/", 1)[1] for p in d["chakra_files"]] == ["perfmodel.0.et", "perfmodel.2.et"]
+    assert [p.rsplit("/", 1)[1] for p in d["chakra_files"]] == ["perfmodel.0.et", "perfmodel.4.et"]
 
 
 def test_cpu_merge_plan_memory_nodes_and_host_rank(tmp_path) -> None:

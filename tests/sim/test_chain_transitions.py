@@ -79,7 +79,9 @@ BUCKETED_GPT = {"layers": 32, "hidden": 2048, "heads": 16, "seq_len": 1024, "voc
             {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "schedule": "interleaved", "interleave": 2},
             True,
         ),
-        ("deepspeed-zero3", {"dp": 4, "tp": 2, "pp": 2, "nodes": 2}, True),
+        # the ZeRO-3 groups across the two servers (the order tp,pp,dp; the default tp,dp,pp
+        # keeps a stage's group in one server, where the gathers hide)
+        ("deepspeed-zero3", {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "placement": "tp,pp,dp"}, True),
         ("torchtitan", {"dp": 8, "tp": 2, "pp": 1, "nodes": 2}, True),
         # Megatron-Core's and NeMo's first forward as a chain (1F1B, distributed optimizer)
         (
@@ -118,8 +120,9 @@ def test_any_window_of_a_chained_step(
     transition."""
     with pytest.MonkeyPatch.context() as m:
         extra = {"schedule": "interleaved", "interleave": 2} if interleaved else {}
+        # gather-bound: data-parallel groups across the two servers (the order tp,pp,dp)
         tl = _timeline(software, m, model_args=GPT, global_batch=32, dp=4, tp=2, pp=2,
-                       nodes=2, **extra)  # fmt: skip
+                       nodes=2, placement="tp,pp,dp", **extra)  # fmt: skip
     T = tl.makespan_s
     t0 = lo * T
     assert _split_devices(tl, [(t0, t0 + width * T)]) > 0

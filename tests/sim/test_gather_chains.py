@@ -558,7 +558,9 @@ BUCKETED_GPT = {"layers": 32, "hidden": 2048, "heads": 16, "seq_len": 1024, "voc
     ("software", "tp", "pp", "microbatch", "nodes", "extra", "chained"),
     [
         ("megatron-core", 2, 2, 1, 2, {}, True),
-        ("megatron-core", 1, 4, 1, 2, {}, True),
+        # stages' data-parallel groups across the two servers (the order tp,pp,dp): the default
+        # tp,dp,pp keeps each stage's group in one server, where the gathers hide (runs)
+        ("megatron-core", 1, 4, 1, 2, {"placement": "tp,pp,dp"}, True),
         ("megatron-core", 2, 1, 1, 2, {}, True),
         ("megatron-core", 2, 2, 8, 1, {}, True),
         ("megatron-core", 4, 1, 4, 1, {"recompute": "full"}, True),

@@ -150,10 +150,20 @@ def _graphs(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> list[TaskGraph]:
 @pytest.mark.parametrize(
     ("software", "tp", "pp", "nodes", "microbatch", "extra", "flat"),
     [
-        ("fsdp", 2, 2, 2, 1, {}, True),
-        ("fsdp", 1, 4, 2, 1, {"schedule": "interleaved", "interleave": 2}, True),
+        # gather-bound: the FSDP groups span the two servers (the order tp,pp,dp; the default
+        # tp,dp,pp keeps a stage's group in one server, where the gathers hide)
+        ("fsdp", 2, 2, 2, 1, {"placement": "tp,pp,dp"}, True),
+        (
+            "fsdp",
+            1,
+            4,
+            2,
+            1,
+            {"schedule": "interleaved", "interleave": 2, "placement": "tp,pp,dp"},
+            True,
+        ),
         ("deepspeed-zero3", 2, 1, 2, 1, {}, True),
-        ("torchtitan", 1, 4, 2, 1, {"recompute": "full"}, True),
+        ("torchtitan", 1, 4, 2, 1, {"recompute": "full", "placement": "tp,pp,dp"}, True),
         ("fsdp", 1, 2, 1, 4, {}, False),  # hidden gather runs: rows kept
     ],
 )
