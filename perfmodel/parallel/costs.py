@@ -517,8 +517,8 @@ def _route_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tup
     ``s``-image of the matching hop's route in the other, links map one to one (``s`` is
     injective) with the same effective bandwidths, and :func:`_ring_sharing_factor`'s integer
     loads and its minima of the same ratios are equal. Issue 14: the 16 sibling
-    data-parallel groups of a dp4 tp16 pp16 stage of GPT-3 175B on 128 DGX A100 are strided
-    by 32 servers, and name order (``n104`` before ``n40``) split the 16 stages into as many
+    data-parallel groups of a dp4 tp16 pp16 stage of GPT-3 175B on 128 DGX A100 were strided
+    by 32 servers (the order ``tp,pp,dp``, perfmodel's default before session 15), and name order (``n104`` before ``n40``) split the 16 stages into as many
     order-preserving images (:func:`_canonical_groups`).
 
     Where every hop between two servers of one class is mirrored

@@ -5,10 +5,12 @@ A :class:`ParallelismPlan` says how one training step is split over GPUs: data p
 splitting each layer, Megatron-LM style) and pipeline parallelism (``pp`` stages, with a
 :class:`PipelineSchedule`), plus activation recomputation and ZeRO/FSDP sharding.
 
-Rank layout (Megatron-LM convention, Shoeybi et al. 2019; Narayanan et al. SC21 section 3):
-global rank ``r = tp_rank + tp * (pp_rank + pp * dp_rank)``, so tensor-parallel groups are
-consecutive ranks (inside one server when ``tp <= gpus_per_node``), then pipeline stages, then
-data-parallel replicas. :mod:`perfmodel.parallel.placement` maps ranks onto GPUs.
+Rank layout (the frameworks' default: Megatron-LM's ``initialize_model_parallel``, Megatron-Core's
+``RankGenerator`` "tp-cp-ep-dp-pp", torchtitan's mesh, DeepSpeed's pipe/data/model axes): global
+rank ``r = tp_rank + tp * (dp_rank + dp * pp_rank)``, so tensor-parallel groups are consecutive
+ranks (inside one server when ``tp <= gpus_per_node``), then data-parallel replicas, then pipeline
+stages outermost. :mod:`perfmodel.parallel.placement` maps ranks onto GPUs (and takes any other
+order).
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ component models, but evaluates one representative rank per pipeline stage in cl
 - **data-parallel communication** as the plan's recipe runs it
   (:func:`perfmodel.search.screen_overlap.dp_exposed`: ``grad_reduce_op`` of
   ``grad_reduce_bytes``, gathers of ``gather_bytes``, ``sharding``, the ``grad_comm`` /
-  ``param_gather`` overlap, ``bucket_bytes``), over ``dp x cp`` ranks ``tp x pp`` apart (the
-  lowering's placement), priced by the topology's ``CommCostModel`` on the group, or on two
+  ``param_gather`` overlap, ``bucket_bytes``), over ``dp x cp`` ranks ``tp`` apart (the
+  lowering's default placement, pipeline stages outermost), priced by the topology's ``CommCostModel`` on the group, or on two
   servers of it extended as a ring extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP
   gathers before every micro-batch's forward and backward and reduce-scatters in its
   backward, each phase exposing what it moves beyond its compute; ZeRO-2 reduce-scatters

@@ -561,6 +561,8 @@ BUCKETED_GPT = {"layers": 32, "hidden": 2048, "heads": 16, "seq_len": 1024, "voc
         # stages' data-parallel groups across the two servers (the order tp,pp,dp): the default
         # tp,dp,pp keeps each stage's group in one server, where the gathers hide (runs)
         ("megatron-core", 1, 4, 1, 2, {"placement": "tp,pp,dp"}, True),
+        # the same plan in the default order: each stage's group in one server, no chains
+        ("megatron-core", 1, 4, 1, 2, {}, False),
         ("megatron-core", 2, 1, 1, 2, {}, True),
         ("megatron-core", 2, 2, 8, 1, {}, True),
         ("megatron-core", 4, 1, 4, 1, {"recompute": "full"}, True),

@@ -153,6 +153,7 @@ def _graphs(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> list[TaskGraph]:
         # gather-bound: the FSDP groups span the two servers (the order tp,pp,dp; the default
         # tp,dp,pp keeps a stage's group in one server, where the gathers hide)
         ("fsdp", 2, 2, 2, 1, {"placement": "tp,pp,dp"}, True),
+        ("fsdp", 2, 2, 2, 1, {}, False),  # the same plan in the default order: gathers hide
         (
             "fsdp",
             1,
