@@ -211,9 +211,19 @@ class DataParallelEmitters:
             g = self.dp_collective(s, self._grad_op(), nbytes, deps, label)
             self.grad_comm[s].append(g)
             return self.comm_dur[g]
-        expert = seg.expert_params
+        rs, ar = self._hsdp_reduce(s, seg.params, seg.expert_params, deps, label)
+        return self.comm_dur[rs] + self.comm_dur[ar]
+
+    def _hsdp_reduce(
+        self, s: int, params: float, expert: float, deps: list[int], label: str
+    ) -> tuple[int, int]:
+        """HSDP's reduction of ``params`` gradients (``expert`` of them routed experts') on
+        stage ``s`` after ``deps`` (:meth:`reduce_gradients`' sizes): the shard group's
+        reduce-scatter and the replicas' all-reduce after it, both appended to the stage's
+        gradient collectives; returns their task ids."""
+        rc = self.rc
         k = self.plan.expert_shard_degree
-        dense = seg.params - expert
+        dense = params - expert
         rs_params = dense + expert * hsdp_expert_grad_share(rc.shard_group, k) if expert else dense
         rs = self.dp_collective(
             s,
@@ -233,7 +243,7 @@ class DataParallelEmitters:
             group="replica",
         )
         self.grad_comm[s] += [rs, ar]
-        return self.comm_dur[rs] + self.comm_dur[ar]
+        return rs, ar
 
     def reduced_params(self, params: float, expert: float) -> float:
         """Parameters whose gradients the dense data-parallel collective carries: the routed
@@ -290,8 +300,9 @@ class DataParallelEmitters:
     def finish_stage(self, s: int) -> None:
         """Stage ``s`` after its last backward: the tied copy's gradient (overlapped stacks),
         the gradient reduction that did not overlap (one collective of all the stage's
-        gradients), the optimizer step over the stage's (sharded) parameters and ZeRO-1/2's
-        parameter all-gather after it."""
+        gradients; HSDP: :meth:`_hsdp_reduce`'s reduce-scatter and all-reduce), the optimizer
+        step over the stage's (sharded) parameters and ZeRO-1/2's parameter all-gather after
+        it."""
         rc, b = self.rc, self.b
         stage_params = self.stage_params(s)
         if self.dp_on and self.overlap and self.tied[s]:  # the copy's gradient, after backward
@@ -301,7 +312,10 @@ class DataParallelEmitters:
                     s, self._grad_op(), nbytes, [self.last_compute[s]], "grad tied embedding"
                 )
             )
-        if self.dp_on and not self.overlap:
+        if self.dp_on and not self.overlap and self.hsdp:  # HSDP's pair, as reduce_gradients
+            deps = [self.last_compute[s]]
+            self._hsdp_reduce(s, stage_params, self.stage_expert_params(s), deps, "grad all")
+        elif self.dp_on and not self.overlap:
             nbytes = (
                 self.reduced_params(stage_params, self.stage_expert_params(s))
                 * rc.grad_reduce_bytes

@@ -202,6 +202,36 @@ def test_mixtral_hsdp_shard_reduce_scatter_bytes_by_hand() -> None:
     assert total == pytest.approx(6_422_544_384)
 
 
+def test_mixtral_hsdp_without_overlap_reduces_as_hsdp_by_hand() -> None:
+    """With the reduction after backward (``overlap_grad_comm`` off) HSDP still reduce-scatters
+    in the shard group (4 ranks: 4 B x 1,605,636,096 dense, no expert part at efsdp = 1) and
+    all-reduces the shard over the 2 replicas (4 B x (11,274,289,152 + 1,605,636,096 / 4)); it
+    was one reduce-scatter of 32,192,348,160 B over all 8 ranks."""
+    sc = Scenario(
+        system="dgx-h100",
+        nodes=1,
+        model="mixtral_8x7b",
+        batch_per_gpu=1,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+        software="torchtitan",
+        cp=2,
+        hsdp=2,
+        ep=4,
+        software_options={"overlap_grad_comm": "false"},
+    )
+    r = resolve(sc)
+    assert not r.recipe.grad_comm.overlap
+    step, _ = build_step(sc, r)
+    grads = [(t.comm.op, len(t.comm.group), t.comm.message_bytes)
+             for t in step.graph.tasks if t.label.startswith("grad")]  # fmt: skip
+    assert grads == [
+        (CollectiveOp.REDUCESCATTER, 4, pytest.approx(6_422_544_384)),
+        (CollectiveOp.ALLREDUCE, 2, pytest.approx(4 * (MIXTRAL_EXPERTS / 4 + MIXTRAL_DENSE / 4))),
+    ]
+
+
 @pytest.mark.parametrize(
     ("shard", "degree", "share"),
     [(4, 1, 0.0), (4, 4, 1.0), (8, 2, (1 / 2) / (7 / 8)), (8, 4, (3 / 4) / (7 / 8))],
