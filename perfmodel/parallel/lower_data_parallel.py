@@ -191,20 +191,49 @@ class DataParallelEmitters:
         shard group, then all-reduce of the shard across the replicas, FSDP2's order); returns
         the communication time that runs under the next segment.
 
-        The replicas' all-reduce carries each rank's shard: ``((params - expert) / shard_group
-        + expert / expert_shard_degree) x grad_reduce_bytes``, the routed experts sharded over
-        :attr:`~perfmodel.parallel.plan.ParallelismPlan.expert_shard_degree` (torchtitan's
-        ``efsdp``) and replicated over ``dp_replicate`` as the dense weights are
-        (``torchtitan/distributed/parallel_dims.py`` ``build_mesh`` at b5bcd76)."""
+        Under HSDP the routed experts are FSDP2-wrapped on their own 2-D mesh ``(dp_replicate,
+        efsdp)`` and the dense weights on ``(dp_replicate, fsdp)`` (``edp_mesh`` in
+        ``torchtitan/models/deepseek_v3/parallelize.py`` and ``apply_fsdp`` in
+        ``torchtitan/distributed/fsdp.py`` at b5bcd76): each is reduce-scattered over its own
+        shard dimension, then all-reduced over ``dp_replicate``.
+
+        * The shard group's reduce-scatter carries ``(params - expert + expert x
+          hsdp_expert_grad_share(S, k)) x grad_reduce_bytes``: the dense gradients over the
+          ``S = shard_group`` ranks and the experts' over their ``k =``
+          :attr:`~perfmodel.parallel.plan.ParallelismPlan.expert_shard_degree` (efsdp) ranks,
+          priced in the one collective over the shard group with their bytes scaled to the
+          ``(k - 1) / k`` a ring moves (:func:`hsdp_expert_grad_share`; none at ``k = 1``).
+        * The replicas' all-reduce carries each rank's shard: ``((params - expert) /
+          shard_group + expert / k) x grad_reduce_bytes``."""
         rc = self.rc
-        nbytes = self.reduced_params(seg.params, seg.expert_params) * rc.grad_reduce_bytes
         if not self.hsdp:
+            nbytes = self.reduced_params(seg.params, seg.expert_params) * rc.grad_reduce_bytes
             g = self.dp_collective(s, self._grad_op(), nbytes, deps, label)
             self.grad_comm[s].append(g)
             return self.comm_dur[g]
-        rs = self.dp_collective(s, CollectiveOp.REDUCESCATTER, nbytes, deps, label, group="shard")
-        expert = seg.expert_params
-        shard = (seg.params - expert) / rc.shard_group + expert / self.plan.expert_shard_degree
+        rs, ar = self._hsdp_reduce(s, seg.params, seg.expert_params, deps, label)
+        return self.comm_dur[rs] + self.comm_dur[ar]
+
+    def _hsdp_reduce(
+        self, s: int, params: float, expert: float, deps: list[int], label: str
+    ) -> tuple[int, int]:
+        """HSDP's reduction of ``params`` gradients (``expert`` of them routed experts') on
+        stage ``s`` after ``deps`` (:meth:`reduce_gradients`' sizes): the shard group's
+        reduce-scatter and the replicas' all-reduce after it, both appended to the stage's
+        gradient collectives; returns their task ids."""
+        rc = self.rc
+        k = self.plan.expert_shard_degree
+        dense = params - expert
+        rs_params = dense + expert * hsdp_expert_grad_share(rc.shard_group, k) if expert else dense
+        rs = self.dp_collective(
+            s,
+            CollectiveOp.REDUCESCATTER,
+            rs_params * rc.grad_reduce_bytes,
+            deps,
+            label,
+            group="shard",
+        )
+        shard = dense / rc.shard_group + expert / k
         ar = self.dp_collective(
             s,
             CollectiveOp.ALLREDUCE,
@@ -214,7 +243,7 @@ class DataParallelEmitters:
             group="replica",
         )
         self.grad_comm[s] += [rs, ar]
-        return self.comm_dur[rs] + self.comm_dur[ar]
+        return rs, ar
 
     def reduced_params(self, params: float, expert: float) -> float:
         """Parameters whose gradients the dense data-parallel collective carries: the routed
@@ -271,8 +300,9 @@ class DataParallelEmitters:
     def finish_stage(self, s: int) -> None:
         """Stage ``s`` after its last backward: the tied copy's gradient (overlapped stacks),
         the gradient reduction that did not overlap (one collective of all the stage's
-        gradients), the optimizer step over the stage's (sharded) parameters and ZeRO-1/2's
-        parameter all-gather after it."""
+        gradients; HSDP: :meth:`_hsdp_reduce`'s reduce-scatter and all-reduce), the optimizer
+        step over the stage's (sharded) parameters and ZeRO-1/2's parameter all-gather after
+        it."""
         rc, b = self.rc, self.b
         stage_params = self.stage_params(s)
         if self.dp_on and self.overlap and self.tied[s]:  # the copy's gradient, after backward
@@ -282,7 +312,10 @@ class DataParallelEmitters:
                     s, self._grad_op(), nbytes, [self.last_compute[s]], "grad tied embedding"
                 )
             )
-        if self.dp_on and not self.overlap:
+        if self.dp_on and not self.overlap and self.hsdp:  # HSDP's pair, as reduce_gradients
+            deps = [self.last_compute[s]]
+            self._hsdp_reduce(s, stage_params, self.stage_expert_params(s), deps, "grad all")
+        elif self.dp_on and not self.overlap:
             nbytes = (
                 self.reduced_params(stage_params, self.stage_expert_params(s))
                 * rc.grad_reduce_bytes
@@ -316,6 +349,34 @@ class DataParallelEmitters:
                 rc.param_gather.stream,
                 duration_s=dur,
             )
+
+
+def hsdp_expert_grad_share(shard_group: int, expert_shard_degree: int) -> float:
+    """Bytes of a routed-expert gradient in HSDP's shard-group reduce-scatter relative to a
+    dense one.
+
+    The dense gradients are reduce-scattered over the ``S = shard_group`` ranks, the experts'
+    over their own ``k = expert_shard_degree`` ranks (torchtitan's ``efsdp``, within one
+    replica group: ``efsdp x ep = dp_shard x cp x tp``, ``build_mesh`` in
+    ``torchtitan/distributed/parallel_dims.py`` at b5bcd76). A ring reduce-scatter moves ``(n -
+    1) / n`` of its buffer per rank (Patarasuk & Yuan 2009), so the lowering prices the experts'
+    in the shard group's collective, their bytes scaled by ``((k - 1) / k) / ((S - 1) / S)``:
+    0 at ``k = 1`` (no expert reduce-scatter: each rank holds its experts whole), 1 at ``k =
+    S`` (``ep = 1``). As :func:`~perfmodel.parallel.lowering.expert_grad_share`, the efsdp
+    group's own placement and its call's latency are not simulated separately (it lies within
+    a replica group's ranks, one server with the default placement).
+
+    >>> hsdp_expert_grad_share(4, 1), hsdp_expert_grad_share(4, 4)
+    (0.0, 1.0)
+    >>> round(hsdp_expert_grad_share(8, 2), 4)  # (1/2) / (7/8)
+    0.5714
+    """
+    if expert_shard_degree == shard_group:
+        return 1.0
+    if expert_shard_degree <= 1:
+        return 0.0
+    k, g = expert_shard_degree, shard_group
+    return ((k - 1) / k) / ((g - 1) / g)
 
 
 def _embedding_grad_allreduce(

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.api import Scenario, resolve
+from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.pipeline.lower import build_step
 
@@ -173,17 +174,91 @@ def test_mixtral_hsdp_replica_all_reduce_bytes_by_hand() -> None:
     assert total == pytest.approx(46_702_792_704)
 
 
-@pytest.mark.parametrize("plan", [{"dp": 8}, {"dp": 4, "cp": 2}, {"dp": 8, "hsdp": 4}])
-def test_expert_and_dense_state_bytes_agree_on_the_same_ranks(plan: dict[str, int]) -> None:
-    """``Recipe.expert_state_bytes`` and ``model_state_bytes`` are one computation
-    (``Recipe._state_bytes``) differing in the ranks: equal where the ranks are."""
+def test_mixtral_hsdp_shard_reduce_scatter_bytes_by_hand() -> None:
+    """The shard group's reduce-scatter carries the dense gradients (over hsdp x cp = 4) and
+    the experts' over their own efsdp ranks (torchtitan's ``edp_mesh`` ``(dp_replicate,
+    efsdp)`` at b5bcd76), here efsdp = 1: no expert reduce-scatter. Mixtral on the plan above,
+    FP32 gradients: 4 x 1,605,636,096 = 6,422,544,384 B per step (the dense group's expert
+    share, 0.571 of the rank's 11,274,289,152 expert parameters, read 32,192,348,160 B)."""
+    sc = Scenario(
+        system="dgx-h100",
+        nodes=1,
+        model="mixtral_8x7b",
+        batch_per_gpu=1,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+        software="torchtitan",
+        cp=2,
+        hsdp=2,
+        ep=4,
+    )
+    step, _ = build_step(sc, resolve(sc))
+    rs = [t for t in step.graph.tasks if t.label.startswith("grad ") and t.comm is not None
+          and t.comm.op is CollectiveOp.REDUCESCATTER]  # fmt: skip
+    assert rs and {len(t.comm.group) for t in rs} == {4}
+    total = sum(t.comm.message_bytes for t in rs)
+    assert total == pytest.approx(4 * MIXTRAL_DENSE)
+    assert total == pytest.approx(6_422_544_384)
+
+
+def test_mixtral_hsdp_without_overlap_reduces_as_hsdp_by_hand() -> None:
+    """With the reduction after backward (``overlap_grad_comm`` off) HSDP still reduce-scatters
+    in the shard group (4 ranks: 4 B x 1,605,636,096 dense, no expert part at efsdp = 1) and
+    all-reduces the shard over the 2 replicas (4 B x (11,274,289,152 + 1,605,636,096 / 4)); it
+    was one reduce-scatter of 32,192,348,160 B over all 8 ranks."""
+    sc = Scenario(
+        system="dgx-h100",
+        nodes=1,
+        model="mixtral_8x7b",
+        batch_per_gpu=1,
+        precision="bf16",
+        optimizer="adam",
+        fidelity="analytic",
+        software="torchtitan",
+        cp=2,
+        hsdp=2,
+        ep=4,
+        software_options={"overlap_grad_comm": "false"},
+    )
+    r = resolve(sc)
+    assert not r.recipe.grad_comm.overlap
+    step, _ = build_step(sc, r)
+    grads = [(t.comm.op, len(t.comm.group), t.comm.message_bytes)
+             for t in step.graph.tasks if t.label.startswith("grad")]  # fmt: skip
+    assert grads == [
+        (CollectiveOp.REDUCESCATTER, 4, pytest.approx(6_422_544_384)),
+        (CollectiveOp.ALLREDUCE, 2, pytest.approx(4 * (MIXTRAL_EXPERTS / 4 + MIXTRAL_DENSE / 4))),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("shard", "degree", "share"),
+    [(4, 1, 0.0), (4, 4, 1.0), (8, 2, (1 / 2) / (7 / 8)), (8, 4, (3 / 4) / (7 / 8))],
+)
+def test_hsdp_expert_grad_share_by_hand(shard: int, degree: int, share: float) -> None:
+    """A ring moves ``(n - 1) / n``: the experts' efsdp reduce-scatter priced in the shard
+    group's collective moves ``((k - 1) / k) / ((S - 1) / S)`` of their bytes."""
+    from perfmodel.parallel.lower_data_parallel import hsdp_expert_grad_share
+
+    assert hsdp_expert_grad_share(shard, degree) == pytest.approx(share)
+
+
+def test_hsdp_expert_state_bytes_by_hand() -> None:
+    """``Recipe.expert_state_bytes`` on an HSDP plan with ep > 1: dp4 cp2 hsdp2 ep4 shards the
+    experts over efsdp = 2 x 2 / 4 = 1 (16 B x params, whole) while the dense state is split
+    over the shard group hsdp x cp = 4 (16 B x params / 4); dp8 hsdp4 ep2: efsdp = 4 / 2 = 2."""
     from perfmodel.dtypes import Precision
     from perfmodel.parallel.recipe import build_recipe
     from perfmodel.parallel.software import get_preset
     from perfmodel.workload.memory import Optimizer
 
-    p = ParallelismPlan(fsdp=True, **plan)  # type: ignore[arg-type]
-    r = build_recipe(get_preset("torchtitan"), Precision.BF16, Optimizer.ADAM, p)
-    dp = next(d for d in range(1, 64) if r.shard_degree(d) == p.expert_shard_degree)
-    assert r.expert_state_bytes(8e6, p) == r.model_state_bytes(8e6, dp)
-    assert sum(r.expert_state_bytes(8e6, p)) == pytest.approx(16 * 8e6 / p.expert_shard_degree)
+    preset = get_preset("torchtitan")
+    p = ParallelismPlan(dp=4, cp=2, fsdp=True, hsdp=2, ep=4)
+    r = build_recipe(preset, Precision.BF16, Optimizer.ADAM, p)
+    assert sum(r.expert_state_bytes(8e6, p)) == pytest.approx(16 * 8e6 / 1)
+    assert sum(r.model_state_bytes(8e6, p.grad_replicas)) == pytest.approx(16 * 8e6 / 4)
+    q = ParallelismPlan(dp=8, fsdp=True, hsdp=4, ep=2)
+    r = build_recipe(preset, Precision.BF16, Optimizer.ADAM, q)
+    assert sum(r.expert_state_bytes(8e6, q)) == pytest.approx(16 * 8e6 / 2)
+    assert sum(r.model_state_bytes(8e6, q.grad_replicas)) == pytest.approx(16 * 8e6 / 4)
