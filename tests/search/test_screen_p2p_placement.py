@@ -2,7 +2,9 @@
 
 Item 1: every replica of a stage sends at once, so the screen prices the ``tp x min(dp x cp,
 gpus_per_node // tp)`` pairs that leave one server together, as the lowering does
-(``PipelineLowering.p2p``).
+(``PipelineLowering.p2p``). Item 2: the strides of commit c4e37b0 (the default order tp, dp,
+pp): on two 8-GPU servers with tp=4 dp=2 pp=2 the data-parallel group {0, 4} stays on one
+server and the pipeline neighbours {0, 8} span two.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from perfmodel.search.screen import PlanScreen
+from perfmodel.search.screen_overlap import ring_representative
 
 GPT = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024}
 
@@ -19,6 +22,44 @@ GPT = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024}
 def _base(system: str, **kw: Any) -> dict[str, Any]:
     return {"system": system, "model": "gpt", "model_args": GPT, "precision": "bf16",
             "optimizer": "adam", "software": "megatron", **kw}  # fmt: skip
+
+
+def _servers(screen: PlanScreen, nodes: int, group: tuple[str, ...]) -> int:
+    topo = screen._topology(nodes)
+    return len({topo.server_of(g) for g in group})
+
+
+def test_default_order_strides_by_hand() -> None:
+    """dgx-h100 x2, tp4 dp2 pp2: ranks t + 4 d + 8 s (c4e37b0's strides). The screen's own
+    calls are recorded: its data-parallel groups (stride tp = 4) stay on one server, its
+    pipeline neighbours (tp x dp x cp = 8 apart) span two. Before c4e37b0 the screen passed
+    stride tp x pp = 8 (two servers) and neighbours tp = 4 apart (one)."""
+    dp, cp, tp = 2, 1, 4
+    assert ring_representative(dp * cp, tp, 8) == (1, [0, 4])  # the DP group: one server
+    screen = PlanScreen(_base("dgx-h100"))
+    pair, _ = screen._group(2, tp * dp * cp)
+    assert _servers(screen, 2, pair) == 2  # the pipeline neighbours: two servers
+    g = screen._topology(2).gpus
+    assert pair == (g[0], g[8])
+    # what the screen itself passes for the plan
+    dp_calls: list[tuple[int, int]] = []
+    p2p_calls: list[list[tuple[str, str]]] = []
+    dp_time, p2p_pairs = screen._dp_collective_s, screen._p2p_pairs
+
+    def dp_spy(op: Any, nbytes: float, n: int, stride: int) -> float:
+        dp_calls.append((n, stride))
+        return dp_time(op, nbytes, n, stride)
+
+    def p2p_spy(tp_: int, n: int) -> tuple[list[tuple[str, str]], Any]:
+        pairs, costs = p2p_pairs(tp_, n)
+        p2p_calls.append(pairs)
+        return pairs, costs
+
+    screen._dp_collective_s = dp_spy  # type: ignore[method-assign]
+    screen._p2p_pairs = p2p_spy  # type: ignore[method-assign]
+    screen({"gpus": 16, "tp": tp, "pp": 2, "global_batch": 16, "microbatch": 1})
+    assert set(dp_calls) == {(dp * cp, tp)}  # the ring_representative above: one server
+    assert p2p_calls and all(_servers(screen, 2, p) == 2 for ps in p2p_calls for p in ps)
 
 
 def _indices(screen: PlanScreen, nodes: int, pairs: list[tuple[str, str]]) -> list[list[int]]:
