@@ -51,6 +51,9 @@ component models, but evaluates one representative rank per pipeline stage in cl
   ``pp - 1`` stages' micro-batch times (the first, the last and ``pp - 2`` stages of blocks,
   each with its collectives after its compute) over ``v`` interleaved chunks, in units of
   the bottleneck's overlapped micro-batch time: ``pp - 1`` of it for equal stages.
+- **rank order**: the default (``placement`` ``tp,dp,pp``, pipeline stages outermost); a plan
+  or base with another placement is refused (:class:`~perfmodel.errors.ConfigError`), as its
+  strides are not the ones priced here.
 - **pipeline point-to-point**: each micro-batch sends its boundary activation forward and its
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
   optimisation, SC21 section 4.1), the ``tp x min(dp x cp, gpus_per_node // tp)`` pairs of
@@ -122,6 +125,7 @@ from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.parallel.placement import _DIMS as DEFAULT_ORDER  # place()'s default order
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
 from perfmodel.search.plans import PLAN_KEYS
@@ -865,6 +869,16 @@ class PlanScreen:
         # the interleaved schedule, recomputation), with predict's checks of the batch split
         gpus = int({**self.base, **scenario}["gpus"])
         parsed = _parsed_plan(self.base, scenario)
+        if tuple(parsed.placement) != DEFAULT_ORDER:
+            # the screen's groups are strided for the default order only (_group, _p2p_pairs,
+            # _dp_collective_s): refused, not silently priced in another order
+            raise ConfigError(
+                f"the plan screen prices the default rank order placement="
+                f"{','.join(DEFAULT_ORDER)} only, got placement={','.join(parsed.placement)}; "
+                "drop the placement to search, or predict the plan with it",
+                value=",".join(parsed.placement),
+                where="placement",
+            )
         plan, per_replica = plan_for(parsed, gpus)
         chosen = None  # without a micro-batch: predict's choice (the search always names one)
         if parsed.microbatch is None:

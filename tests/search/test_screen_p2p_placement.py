@@ -4,7 +4,8 @@ Item 1: every replica of a stage sends at once, so the screen prices the ``tp x 
 gpus_per_node // tp)`` pairs that leave one server together, as the lowering does
 (``PipelineLowering.p2p``). Item 2: the strides of commit c4e37b0 (the default order tp, dp,
 pp): on two 8-GPU servers with tp=4 dp=2 pp=2 the data-parallel group {0, 4} stays on one
-server and the pipeline neighbours {0, 8} span two.
+server and the pipeline neighbours {0, 8} span two. Item 3: an explicit non-default placement
+is refused, not screened in the default order.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from perfmodel.errors import ConfigError
 from perfmodel.search.screen import PlanScreen
 from perfmodel.search.screen_overlap import ring_representative
 
@@ -100,3 +102,18 @@ def test_screen_prices_the_shared_nics() -> None:
     lone._p2p_pairs = lambda tp, n: (pairs[:1], costs)  # type: ignore[method-assign]
     alone = lone(plan)["breakdown"]["pp_p2p_s"]
     assert got > 1.5 * alone
+
+
+@pytest.mark.parametrize("where", ["base", "plan"])
+def test_non_default_placement_is_refused(where: str) -> None:
+    plan: dict[str, Any] = {"gpus": 16, "tp": 4, "pp": 2, "global_batch": 16, "microbatch": 1}
+    base = _base("dgx-h100")
+    if where == "base":
+        base["placement"] = "tp,pp,dp"
+    else:
+        plan["placement"] = "tp,pp,dp"
+    with pytest.raises(ConfigError, match=r"placement=tp,dp,pp only, got placement=tp,pp,dp"):
+        PlanScreen(base)(plan)
+    # the default order, stated explicitly, is screened
+    ok = PlanScreen({**base, "placement": "tp,dp,pp"})({**plan, "placement": "tp,dp,pp"})
+    assert ok["breakdown"]["pp_p2p_s"] > 0
