@@ -226,8 +226,21 @@ class PipelineLowering(
         hit = self.p2p_cache.get(key)
         if hit is None:
             # rank t of one stage's tensor-parallel group with rank t of the other's (the
-            # groups are strided slices of the placement: no rank computed per member)
-            pairs = list(zip(pl.tp_group(0, s_from), pl.tp_group(0, s_to), strict=True))
+            # groups are strided slices of the placement: no rank computed per member), for
+            # every replica d < max(1, gpus_per_node // tp), those that fit beside replica 0's
+            # tp ranks on one server (a Costs without a topology: replica 0 alone): all of them
+            # send at once, so on a server with fewer NICs than GPUs they share the NICs, and
+            # where a stage boundary falls inside a server (an NVL72 rack's 72 GPUs in stages
+            # of 16) another replica's pairs may cross servers where replica 0's do not; the
+            # step waits for the slowest (pairs[0] the representative, the rest its siblings,
+            # priced together by transfers_time as the data-parallel path prices dp_sibs)
+            topo = getattr(self.costs, "topology", None)
+            gpn = int(topo.gpus_per_node) if topo is not None else 1
+            pairs = [
+                pair
+                for d in range(min(pl.dp, max(1, gpn // pl.tp)))
+                for pair in zip(pl.tp_group(d, s_from), pl.tp_group(d, s_to), strict=True)
+            ]
             spec = CommSpec(
                 CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
             )

@@ -51,10 +51,15 @@ component models, but evaluates one representative rank per pipeline stage in cl
   ``pp - 1`` stages' micro-batch times (the first, the last and ``pp - 2`` stages of blocks,
   each with its collectives after its compute) over ``v`` interleaved chunks, in units of
   the bottleneck's overlapped micro-batch time: ``pp - 1`` of it for equal stages.
+- **rank order**: the default (``placement`` ``tp,dp,pp``, pipeline stages outermost); a plan
+  or base with another placement is refused (:class:`~perfmodel.errors.ConfigError`), as its
+  strides are not the ones priced here.
 - **pipeline point-to-point**: each micro-batch sends its boundary activation forward and its
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
-  optimisation, SC21 section 4.1); ``(m + pp - 1) * v`` exposed transfers of each direction
-  (no overlap: an upper bound).
+  optimisation, SC21 section 4.1), the ``tp x min(dp x cp, gpus_per_node // tp)`` pairs of
+  one server sending at once (every replica of a stage sends, sharing the server's NICs:
+  ``PlanScreen._p2p_pairs``, as the lowering prices them); ``(m + pp - 1) * v`` exposed
+  transfers of each direction (no overlap: an upper bound).
 - **data-parallel communication** as the plan's recipe runs it
   (:func:`perfmodel.search.screen_overlap.dp_exposed`: ``grad_reduce_op`` of
   ``grad_reduce_bytes``, gathers of ``gather_bytes``, ``sharding``, the ``grad_comm`` /
@@ -120,6 +125,7 @@ from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.parallel.placement import _DIMS as DEFAULT_ORDER  # place()'s default order
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
 from perfmodel.search.plans import PLAN_KEYS
@@ -385,6 +391,28 @@ class PlanScreen:
             return members, self._system_costs(2)
         topo = self._topology(nodes)
         return tuple(topo.gpus[i * stride] for i in range(size)), self._system_costs(nodes)
+
+    def _p2p_pairs(self, tp: int, n: int) -> tuple[list[tuple[str, str]], Any]:
+        """The pipeline sends between neighbour stages, ``tp x n`` ranks apart (the default
+        rank order, ``n = dp x cp``), that leave one server at once, and their cost models:
+        tensor-parallel rank ``t`` of replica ``d`` to the same rank of the next stage, for
+        the ``tp x min(n, max(1, gpus_per_node // tp))`` ranks of the first server (at most
+        ``gpus_per_node``; every replica of a stage sends at once, so on a server with fewer
+        NICs than GPUs the pairs share them, as
+        :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.p2p` prices them). A
+        neighbour a server or more away is priced on two servers (its GPU of the same local
+        index on the second)."""
+        gpn = self.gpus_per_node
+        stride = tp * n
+        senders = min(gpn, tp * min(n, max(1, gpn // tp)))
+        if stride >= gpn:
+            topo = self._topology(2)
+            g = topo.gpus
+            pairs = [(g[r], g[gpn + (r + stride) % gpn]) for r in range(senders)]
+            return pairs, self._system_costs(2)
+        nodes = max(1, math.ceil((senders - 1 + stride + 1) / gpn))
+        g = self._topology(nodes).gpus
+        return [(g[r], g[r + stride]) for r in range(senders)], self._system_costs(nodes)
 
     def _dp_collective_s(self, op: Any, nbytes: float, n: int, stride: int) -> float:
         """Seconds of ``op`` of ``nbytes`` (nccl-tests convention) over ``n`` data-parallel
@@ -841,6 +869,16 @@ class PlanScreen:
         # the interleaved schedule, recomputation), with predict's checks of the batch split
         gpus = int({**self.base, **scenario}["gpus"])
         parsed = _parsed_plan(self.base, scenario)
+        if tuple(parsed.placement) != DEFAULT_ORDER:
+            # the screen's groups are strided for the default order only (_group, _p2p_pairs,
+            # _dp_collective_s): refused, not silently priced in another order
+            raise ConfigError(
+                f"the plan screen prices the default rank order placement="
+                f"{','.join(DEFAULT_ORDER)} only, got placement={','.join(parsed.placement)}; "
+                "drop the placement to search, or predict the plan with it",
+                value=",".join(parsed.placement),
+                where="placement",
+            )
         plan, per_replica = plan_for(parsed, gpus)
         chosen = None  # without a micro-batch: predict's choice (the search always names one)
         if parsed.microbatch is None:
@@ -873,8 +911,8 @@ class PlanScreen:
         if pp > 1:
             # Megatron's scatter/gather optimisation (SC21 section 4.1): each TP rank sends 1/tp
             nbytes = st.p2p_bytes / tp
-            pair, costs = self._group(2, tp * dp * cp)  # neighbour stages: tp x dp x cp apart
-            p2p = (m + pp - 1) * v * 2 * costs.transfers_time([(pair[0], pair[1])], nbytes)
+            pairs, costs = self._p2p_pairs(tp, dp * cp)
+            p2p = (m + pp - 1) * v * 2 * costs.transfers_time(pairs, nbytes)
         dp_s = self._dp_s(rc, st, dp * cp, tp, pp, m, (seg_f, seg_b), schedule)
         opt_params = st.stage_params / (dp * cp if rc.sharding.stage >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
