@@ -20,18 +20,9 @@ from perfmodel.parallel.plan import (
     parse_plan_string,
 )
 from perfmodel.parallel.taskgraph import CommKind
+from tests.parallel.moe_shapes import SMALL_MOE
 
-SMALL = {
-    "hidden": 256,
-    "layers": 2,
-    "heads": 4,
-    "kv_heads": 2,
-    "ffn_hidden": 512,
-    "experts": 8,
-    "top_k": 2,
-    "seq_len": 512,
-    "vocab": 1024,
-}
+SMALL = SMALL_MOE
 
 
 def test_parse_and_feasibility() -> None:

@@ -27,23 +27,13 @@ from perfmodel.parallel.segment_comm import SegmentCommContext, _expert_context_
 from perfmodel.workload import ExpertRole, build_model
 from perfmodel.workload.kernels import Fusion, KernelRecipe
 from perfmodel.workload.zoo.moe import routing_sampling_load
+from tests.parallel.moe_shapes import MIXTRAL_EXPERTS, SMALL_MOE
 
 # Mixtral 8x7B (config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1): 32 layers of
 # 8 SwiGLU experts of 3 x 4096 x 14336 weights
-MIXTRAL_EXPERTS = 32 * 8 * 3 * 4096 * 14336  # 45,097,156,608
 MIXTRAL_TOTAL = 46_702_792_704
 
-SMALL = {
-    "hidden": 256,
-    "layers": 2,
-    "heads": 4,
-    "kv_heads": 2,
-    "ffn_hidden": 512,
-    "experts": 8,
-    "top_k": 2,
-    "seq_len": 512,
-    "vocab": 1024,
-}
+SMALL = SMALL_MOE
 
 
 # ---------------------------------------------------------------------------- plan

@@ -14,26 +14,16 @@ from perfmodel.api import Scenario, resolve
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.pipeline.lower import build_step
+from tests.parallel.moe_shapes import MIXTRAL_EXPERTS, SMALL_MOE
 
 # Mixtral 8x7B (config.json of huggingface.co/mistralai/Mixtral-8x7B-v0.1): 32 layers of 8
 # SwiGLU experts of 3 x 4096 x 14336 weights; the rest (embedding and head 2 x 32000 x 4096,
 # attention 2 x 4096^2 + 2 x 4096 x 1024, router 4096 x 8 and two norms per layer, final norm)
-MIXTRAL_EXPERTS = 32 * 8 * 3 * 4096 * 14336
 MIXTRAL_DENSE = 2 * 32000 * 4096 + 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 4096 * 8 + 2 * 4096) + 4096
 #: torchtitan's BF16 Adam under FSDP2: FP32 sharded weights, FP32 gradients, two FP32 moments
 STATE_BYTES_PER_PARAM = 4 + 4 + 8
 
-SMALL = {
-    "hidden": 256,
-    "layers": 2,
-    "heads": 4,
-    "kv_heads": 2,
-    "ffn_hidden": 512,
-    "experts": 8,
-    "top_k": 2,
-    "seq_len": 512,
-    "vocab": 1024,
-}
+SMALL = SMALL_MOE
 
 
 def _state_bytes(model: str, args: dict[str, int] | None, gpus: int, **plan: int) -> float:
