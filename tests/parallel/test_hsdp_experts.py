@@ -26,6 +26,15 @@ STATE_BYTES_PER_PARAM = 4 + 4 + 8
 SMALL = SMALL_MOE
 
 
+def _mixtral_hsdp(**extra: object) -> Scenario:
+    """Mixtral 8x7B under torchtitan on one DGX H100, plan dp4 cp2 hsdp2 ep4 (analytic)."""
+    return Scenario(
+        system="dgx-h100", nodes=1, model="mixtral_8x7b", batch_per_gpu=1, precision="bf16",
+        optimizer="adam", fidelity="analytic", software="torchtitan", cp=2, hsdp=2, ep=4,
+        **extra,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
 def _state_bytes(model: str, args: dict[str, int] | None, gpus: int, **plan: int) -> float:
     sc = Scenario(
         system="dgx-h100",
@@ -141,19 +150,7 @@ def test_mixtral_hsdp_replica_all_reduce_bytes_by_hand() -> None:
     FSDP2 reduces the expert gradients over efsdp and all-reduces them over dp_replicate
     (b5bcd76). Mixtral on the plan above, FP32 gradients (4 B): 4 x (11,274,289,152 / 1 +
     1,605,636,096 / 4) = 46,702,792,704 B per step (the old grouping carried 8.05 GB)."""
-    sc = Scenario(
-        system="dgx-h100",
-        nodes=1,
-        model="mixtral_8x7b",
-        batch_per_gpu=1,
-        precision="bf16",
-        optimizer="adam",
-        fidelity="analytic",
-        software="torchtitan",
-        cp=2,
-        hsdp=2,
-        ep=4,
-    )
+    sc = _mixtral_hsdp()
     r = resolve(sc)
     step, _ = build_step(sc, r)
     assert r.recipe.grad_reduce_bytes == 4
@@ -170,19 +167,7 @@ def test_mixtral_hsdp_shard_reduce_scatter_bytes_by_hand() -> None:
     efsdp)`` at b5bcd76), here efsdp = 1: no expert reduce-scatter. Mixtral on the plan above,
     FP32 gradients: 4 x 1,605,636,096 = 6,422,544,384 B per step (the dense group's expert
     share, 0.571 of the rank's 11,274,289,152 expert parameters, read 32,192,348,160 B)."""
-    sc = Scenario(
-        system="dgx-h100",
-        nodes=1,
-        model="mixtral_8x7b",
-        batch_per_gpu=1,
-        precision="bf16",
-        optimizer="adam",
-        fidelity="analytic",
-        software="torchtitan",
-        cp=2,
-        hsdp=2,
-        ep=4,
-    )
+    sc = _mixtral_hsdp()
     step, _ = build_step(sc, resolve(sc))
     rs = [t for t in step.graph.tasks if t.label.startswith("grad ") and t.comm is not None
           and t.comm.op is CollectiveOp.REDUCESCATTER]  # fmt: skip
@@ -197,20 +182,7 @@ def test_mixtral_hsdp_without_overlap_reduces_as_hsdp_by_hand() -> None:
     in the shard group (4 ranks: 4 B x 1,605,636,096 dense, no expert part at efsdp = 1) and
     all-reduces the shard over the 2 replicas (4 B x (11,274,289,152 + 1,605,636,096 / 4)); it
     was one reduce-scatter of 32,192,348,160 B over all 8 ranks."""
-    sc = Scenario(
-        system="dgx-h100",
-        nodes=1,
-        model="mixtral_8x7b",
-        batch_per_gpu=1,
-        precision="bf16",
-        optimizer="adam",
-        fidelity="analytic",
-        software="torchtitan",
-        cp=2,
-        hsdp=2,
-        ep=4,
-        software_options={"overlap_grad_comm": "false"},
-    )
+    sc = _mixtral_hsdp(software_options={"overlap_grad_comm": "false"})
     r = resolve(sc)
     assert not r.recipe.grad_comm.overlap
     step, _ = build_step(sc, r)
