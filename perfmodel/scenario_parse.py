@@ -28,6 +28,7 @@ from perfmodel.compute.params import parse_memory_format
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.host.input_pipeline import DatasetKind, LoaderKind, parse_dataset, parse_loader
+from perfmodel.parallel.placement import DEFAULT_ORDER
 from perfmodel.parallel.plan import (
     CPComm,
     DPMode,
@@ -65,7 +66,6 @@ MAX_BATCH_PER_REPLICA = 2**20
 MAX_GLOBAL_BATCH = MAX_BATCH_PER_REPLICA * 2**14
 
 #: Placement dimensions (:mod:`perfmodel.parallel.placement`), fastest first by default.
-_DIMS = ("tp", "dp", "pp")
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[
         order = tuple(s.strip() for s in text.split(","))
     else:
         order = tuple(str(s) for s in text)  # type: ignore[attr-defined]
-    if sorted(order) != sorted(_DIMS):
+    if sorted(order) != sorted(DEFAULT_ORDER):
         raise ConfigError(
             f"placement order {','.join(order)!r} must be a permutation of tp,dp,pp",
             value=text,

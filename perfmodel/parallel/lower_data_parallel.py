@@ -24,7 +24,7 @@ from typing import Any
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
-from perfmodel.parallel.lowering import Segment
+from perfmodel.parallel.lowering import Segment, ring_share
 from perfmodel.parallel.param_sync import layer_tensors, owners_by_rule, tensor_owner_bytes
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.recipe import ParamSync, Recipe
@@ -224,7 +224,7 @@ class DataParallelEmitters:
         rc = self.rc
         k = self.plan.expert_shard_degree
         dense = params - expert
-        rs_params = dense + expert * hsdp_expert_grad_share(rc.shard_group, k) if expert else dense
+        rs_params = dense + expert * hsdp_expert_grad_share(rc.shard_group, k)
         rs = self.dp_collective(
             s,
             CollectiveOp.REDUCESCATTER,
@@ -353,30 +353,19 @@ class DataParallelEmitters:
 
 def hsdp_expert_grad_share(shard_group: int, expert_shard_degree: int) -> float:
     """Bytes of a routed-expert gradient in HSDP's shard-group reduce-scatter relative to a
-    dense one.
+    dense one: :func:`~perfmodel.parallel.lowering.ring_share` ``(k, S)``.
 
     The dense gradients are reduce-scattered over the ``S = shard_group`` ranks, the experts'
     over their own ``k = expert_shard_degree`` ranks (torchtitan's ``efsdp``, within one
     replica group: ``efsdp x ep = dp_shard x cp x tp``, ``build_mesh`` in
-    ``torchtitan/distributed/parallel_dims.py`` at b5bcd76). A ring reduce-scatter moves ``(n -
-    1) / n`` of its buffer per rank (Patarasuk & Yuan 2009), so the lowering prices the experts'
-    in the shard group's collective, their bytes scaled by ``((k - 1) / k) / ((S - 1) / S)``:
-    0 at ``k = 1`` (no expert reduce-scatter: each rank holds its experts whole), 1 at ``k =
-    S`` (``ep = 1``). As :func:`~perfmodel.parallel.lowering.expert_grad_share`, the efsdp
-    group's own placement and its call's latency are not simulated separately (it lies within
-    a replica group's ranks, one server with the default placement).
-
-    >>> hsdp_expert_grad_share(4, 1), hsdp_expert_grad_share(4, 4)
-    (0.0, 1.0)
-    >>> round(hsdp_expert_grad_share(8, 2), 4)  # (1/2) / (7/8)
-    0.5714
+    ``torchtitan/distributed/parallel_dims.py`` at b5bcd76); the lowering prices the experts'
+    in the shard group's collective with their bytes scaled: 0 at ``k = 1`` (each rank holds
+    its experts whole), 1 at ``k = S`` (``ep = 1``). As
+    :func:`~perfmodel.parallel.lowering.expert_grad_share`, the efsdp group's own placement and
+    its call's latency are not simulated separately (it lies within a replica group's ranks,
+    one server with the default placement).
     """
-    if expert_shard_degree == shard_group:
-        return 1.0
-    if expert_shard_degree <= 1:
-        return 0.0
-    k, g = expert_shard_degree, shard_group
-    return ((k - 1) / k) / ((g - 1) / g)
+    return ring_share(expert_shard_degree, shard_group)
 
 
 def _embedding_grad_allreduce(

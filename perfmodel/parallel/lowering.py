@@ -875,6 +875,22 @@ def expert_params(layers: Sequence[LayerCost]) -> int:
     return runs_isum(layers, lambda la: la.params if la.expert_role is ExpertRole.EXPERT else 0)
 
 
+def ring_share(k: int, n: int) -> float:
+    """Bytes per rank a ring collective over ``k`` ranks moves relative to one over ``n`` of the
+    same buffer: ``((k - 1) / k) / ((n - 1) / n)`` (a ring all-reduce or reduce-scatter moves
+    ``(m - 1) / m`` of the buffer per rank, Patarasuk & Yuan 2009); 1 at ``k = n``, 0 at
+    ``k <= 1`` (nothing to reduce).
+
+    >>> ring_share(4, 4), ring_share(1, 4), round(ring_share(8, 64), 4)  # (7/8) / (63/64)
+    (1.0, 0.0, 0.8889)
+    """
+    if k == n:
+        return 1.0
+    if k <= 1:
+        return 0.0
+    return ((k - 1) / k) / ((n - 1) / n)
+
+
 def expert_grad_share(plan: ParallelismPlan) -> float:
     """Gradient traffic of a routed-expert parameter relative to a dense one.
 
@@ -893,7 +909,7 @@ def expert_grad_share(plan: ParallelismPlan) -> float:
     d, e = plan.grad_replicas, plan.expert_dp
     if plan.ep == 1 or d < 2:
         return 1.0
-    return ((e - 1) / e) / ((d - 1) / d)
+    return ring_share(e, d)
 
 
 # --------------------------------------------------------------------------- lowering

@@ -34,7 +34,9 @@ from perfmodel.parallel.plan import Hybrid, ParallelismPlan
 from perfmodel.topology import Topology
 
 #: The default order, fastest first (module docstring: the frameworks' sources).
-_DIMS = ("tp", "dp", "pp")
+#: The default rank order, fastest first (pipeline stages outermost; the module docstring
+#: names the frameworks).
+DEFAULT_ORDER = ("tp", "dp", "pp")
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class Placement:
     tp: int
     pp: int
     gpus: tuple[str, ...]
-    order: tuple[str, str, str] = _DIMS
+    order: tuple[str, str, str] = DEFAULT_ORDER
 
     @cached_property
     def _strides(self) -> tuple[int, int, int]:
@@ -97,7 +99,7 @@ def place(
     topology: Topology,
     *,
     gpus: tuple[str, ...] | None = None,
-    order: tuple[str, ...] = _DIMS,
+    order: tuple[str, ...] = DEFAULT_ORDER,
 ) -> Placement:
     """Place ``plan`` on ``topology``.
 
@@ -116,7 +118,7 @@ def place(
     InfeasiblePlanError
         If the plan needs more GPUs than given, or does not use all of an explicit list.
     """
-    if sorted(order) != sorted(_DIMS):
+    if sorted(order) != sorted(DEFAULT_ORDER):
         raise ConfigError(
             f"placement order {','.join(order)!r} must be a permutation of tp,dp,pp",
             value=order,

@@ -56,8 +56,8 @@ component models, but evaluates one representative rank per pipeline stage in cl
   strides are not the ones priced here.
 - **pipeline point-to-point**: each micro-batch sends its boundary activation forward and its
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
-  optimisation, SC21 section 4.1), the ``tp x min(dp x cp, gpus_per_node // tp)`` pairs of
-  one server sending at once (every replica of a stage sends, sharing the server's NICs:
+  optimisation, SC21 section 4.1), the ``min(gpus_per_node, tp x min(dp x cp,
+  max(1, gpus_per_node // tp)))`` pairs of one server sending at once (every replica of a stage sends, sharing the server's NICs:
   ``PlanScreen._p2p_pairs``, as the lowering prices them); ``(m + pp - 1) * v`` exposed
   transfers of each direction (no overlap: an upper bound).
 - **data-parallel communication** as the plan's recipe runs it
@@ -125,7 +125,7 @@ from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
-from perfmodel.parallel.placement import _DIMS as DEFAULT_ORDER  # place()'s default order
+from perfmodel.parallel.placement import DEFAULT_ORDER
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
 from perfmodel.search.plans import PLAN_KEYS
@@ -396,12 +396,12 @@ class PlanScreen:
         """The pipeline sends between neighbour stages, ``tp x n`` ranks apart (the default
         rank order, ``n = dp x cp``), that leave one server at once, and their cost models:
         tensor-parallel rank ``t`` of replica ``d`` to the same rank of the next stage, for
-        the ``tp x min(n, max(1, gpus_per_node // tp))`` ranks of the first server (at most
-        ``gpus_per_node``; every replica of a stage sends at once, so on a server with fewer
+        the ``min(gpus_per_node, tp x min(n, max(1, gpus_per_node // tp)))`` ranks of the first
+        server (every one of them when ``tp >= gpus_per_node``; every replica of a stage sends at once, so on a server with fewer
         NICs than GPUs the pairs share them, as
         :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.p2p` prices them). A
-        neighbour a server or more away is priced on two servers (its GPU of the same local
-        index on the second)."""
+        neighbour a server or more away is priced on two servers (rank ``r``'s partner is GPU
+        ``(r + stride) mod gpus_per_node`` of the second)."""
         gpn = self.gpus_per_node
         stride = tp * n
         senders = min(gpn, tp * min(n, max(1, gpn // tp)))
@@ -410,7 +410,7 @@ class PlanScreen:
             g = topo.gpus
             pairs = [(g[r], g[gpn + (r + stride) % gpn]) for r in range(senders)]
             return pairs, self._system_costs(2)
-        nodes = max(1, math.ceil((senders - 1 + stride + 1) / gpn))
+        nodes = math.ceil((senders + stride) / gpn)
         g = self._topology(nodes).gpus
         return [(g[r], g[r + stride]) for r in range(senders)], self._system_costs(nodes)
 

@@ -27,11 +27,13 @@ SMALL = SMALL_MOE
 
 
 def _mixtral_hsdp(**extra: object) -> Scenario:
-    """Mixtral 8x7B under torchtitan on one DGX H100, plan dp4 cp2 hsdp2 ep4 (analytic)."""
+    """Mixtral 8x7B under torchtitan on one DGX H100, plan dp4 cp2 hsdp2 ep4 unless ``extra``
+    says otherwise (analytic)."""
+    plan = {"cp": 2, "hsdp": 2, "ep": 4, **extra}
     return Scenario(
         system="dgx-h100", nodes=1, model="mixtral_8x7b", batch_per_gpu=1, precision="bf16",
-        optimizer="adam", fidelity="analytic", software="torchtitan", cp=2, hsdp=2, ep=4,
-        **extra,  # type: ignore[arg-type]
+        optimizer="adam", fidelity="analytic", software="torchtitan",
+        **plan,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -224,3 +226,17 @@ def test_hsdp_expert_state_bytes_by_hand() -> None:
     r = build_recipe(preset, Precision.BF16, Optimizer.ADAM, q)
     assert sum(r.expert_state_bytes(8e6, q)) == pytest.approx(16 * 8e6 / 2)
     assert sum(r.model_state_bytes(8e6, q.grad_replicas)) == pytest.approx(16 * 8e6 / 4)
+
+
+def test_mixtral_hsdp_expert_share_between_none_and_all() -> None:
+    """dp8 hsdp4 ep2 on one DGX H100 (last read: every lowering case had efsdp = 1): shard group
+    S = 4, efsdp k = expert_dp 4 / (8 / 4 replica groups) = 2, so the shard group's
+    reduce-scatter carries the dense gradients and each rank's experts (Mixtral's / ep 2)
+    scaled by ring_share(2, 4) = (1/2) / (3/4) = 2/3; FP32 gradients (4 B)."""
+    sc = _mixtral_hsdp(cp=1, hsdp=4, ep=2)
+    step, _ = build_step(sc, resolve(sc))
+    rs = [t for t in step.graph.tasks if t.label.startswith("grad ") and t.comm is not None
+          and t.comm.op is CollectiveOp.REDUCESCATTER]  # fmt: skip
+    assert rs and {len(t.comm.group) for t in rs} == {4}
+    total = sum(t.comm.message_bytes for t in rs)
+    assert total == pytest.approx(4 * (MIXTRAL_DENSE + MIXTRAL_EXPERTS / 2 * 2 / 3))

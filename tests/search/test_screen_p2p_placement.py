@@ -1,7 +1,7 @@
 """The screen's pipeline sends and rank strides (review of fix21's rank order).
 
-Item 1: every replica of a stage sends at once, so the screen prices the ``tp x min(dp x cp,
-gpus_per_node // tp)`` pairs that leave one server together, as the lowering does
+Item 1: every replica of a stage sends at once, so the screen prices the ``min(gpus_per_node,
+tp x min(dp x cp, max(1, gpus_per_node // tp)))`` pairs that leave one server together, as the lowering does
 (``PipelineLowering.p2p``). Item 2: the strides of commit c4e37b0 (the default order tp, dp,
 pp): on two 8-GPU servers with tp=4 dp=2 pp=2 the data-parallel group {0, 4} stays on one
 server and the pipeline neighbours {0, 8} span two. Item 3: an explicit non-default placement
