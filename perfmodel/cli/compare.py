@@ -41,6 +41,7 @@ from perfmodel.cli._common import (
     add_system_args,
     add_typed_arg,
     add_typed_args,
+    flag_dest,
     parse_budget,
     parse_model_args,
     print_json,
@@ -783,14 +784,8 @@ def format_systems_search(
 
 #: Plan-search flags without a default of their own (``None``): the what-if predicts each
 #: system's default plan and read none of them (``compare --systems ... --ep 2`` ran silently).
-_PLAN_FLAGS = {
-    "tp": "--tp",
-    "pp": "--pp",
-    "ep": "--ep",
-    "max_tp": "--max-tp",
-    "zero": "--zero",
-    "sequence_parallel": "--sequence-parallel",
-}
+#: Each is read under its argparse attribute (:func:`~perfmodel.cli._common.flag_dest`).
+_PLAN_FLAGS = ("--tp", "--pp", "--ep", "--max-tp", "--zero", "--sequence-parallel")
 
 
 def _refuse_plan_flags(args: argparse.Namespace) -> None:
@@ -802,8 +797,8 @@ def _refuse_plan_flags(args: argparse.Namespace) -> None:
     ConfigError
         The first such flag, naming it and ``--search``.
     """
-    for attr, flag in _PLAN_FLAGS.items():
-        v = getattr(args, attr, None)
+    for flag in _PLAN_FLAGS:
+        v = getattr(args, flag_dest(flag), None)
         if v is not None:
             raise ConfigError(
                 f"{flag} {v}: the what-if (--systems without --search) predicts each system's "

@@ -22,7 +22,17 @@ def test_predict_and_compare_refuse_ep_on_a_dense_model_alike(
     assert DENSE in refused(capsys, search)
 
 
-@pytest.mark.parametrize("flag, value", [("--ep", "2"), ("--tp", "2"), ("--zero", "1")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--ep", "2"),
+        ("--tp", "2"),
+        ("--zero", "1"),
+        ("--pp", "2"),
+        ("--max-tp", "4"),  # read under max_tp
+        ("--sequence-parallel", "true"),  # read under sequence_parallel
+    ],
+)
 def test_whatif_refuses_plan_search_flags(
     flag: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
