@@ -254,30 +254,23 @@ def step_rows(
                 pred_layer[(name, "fwd")] = pred_layer.get((name, "fwd"), 0.0) + t.fwd_s
                 pred_layer[(name, "bwd")] = pred_layer.get((name, "bwd"), 0.0) + t.bwd_s
             pred_kind[("optimizer", "step")] = opt
-            for key, meas in measured_kind.items():
-                if key in pred_kind and meas > 0 and pred_kind[key] > 0:
-                    rows.append(
-                        ValidationRow(
-                            "layer_kind",
-                            f"{label} {key[0]} {key[1]}",
-                            variant,
-                            meas,
-                            pred_kind[key],
-                            source,
-                        )
+            # a row per (group, phase) measured and predicted, both non-zero
+            for category, measured, predicted in (
+                ("layer_kind", measured_kind, pred_kind),
+                ("layer", measured_layer, pred_layer),
+            ):
+                rows += [
+                    ValidationRow(
+                        category,
+                        f"{label} {key[0]} {key[1]}",
+                        variant,
+                        meas,
+                        predicted[key],
+                        source,
                     )
-            for key, meas in measured_layer.items():
-                if key in pred_layer and meas > 0 and pred_layer[key] > 0:
-                    rows.append(
-                        ValidationRow(
-                            "layer",
-                            f"{label} {key[0]} {key[1]}",
-                            variant,
-                            meas,
-                            pred_layer[key],
-                            source,
-                        )
-                    )
+                    for key, meas in measured.items()
+                    if key in predicted and meas > 0 and predicted[key] > 0
+                ]
         unmatched = sorted(
             {k[0] for k in measured_layer} - {_measured_group(la.name) for la in workload.layers}
         )
