@@ -109,24 +109,24 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
         )
         for gpu in ("GB300", "GB200", "B300")
     },
-    ("GPT-OSS 120B", "GB300"): MoeRecipe2026(
-        "alltoall",
-        False,
-        _CFG + "gpt_oss/gpt_oss_workload_base_configs.py GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_"
-        "V2 (no flex backend: the bridge's moe_token_dispatcher_type 'alltoall')",
-    ),
-    ("GPT-OSS 120B", "GB200"): MoeRecipe2026(
-        "alltoall",
-        True,
-        _CFG + "gpt_oss/gpt_oss_workload_base_configs.py GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_"
-        "V2 (moe_a2a_overlap=True, no flex backend)",
-    ),
-    ("GPT-OSS 120B", "B300"): MoeRecipe2026(
-        "hybridep",
-        False,
-        _CFG + "gpt_oss/gpt_oss_workload_base_configs.py GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_"
-        "V2 (moe_flex_dispatcher_backend='hybridep')",
-    ),
+    **{
+        ("GPT-OSS 120B", gpu): MoeRecipe2026(
+            dispatcher,
+            overlap,
+            _CFG + "gpt_oss/gpt_oss_workload_base_configs.py "
+            f"GPT_OSS_120B_PRETRAIN_CONFIG_{gpu}_BF16_V2 ({why})",
+        )
+        for gpu, dispatcher, overlap, why in (
+            (
+                "GB300",
+                "alltoall",
+                False,
+                "no flex backend: the bridge's moe_token_dispatcher_type 'alltoall'",
+            ),
+            ("GB200", "alltoall", True, "moe_a2a_overlap=True, no flex backend"),
+            ("B300", "hybridep", False, "moe_flex_dispatcher_backend='hybridep'"),
+        )
+    },
     ("Kimi K2", "GB300"): MoeRecipe2026(
         "hybridep",
         False,
