@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.channels import LazyChannels, build_channels
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupAnalysis, GroupInfo, relabel
+from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers
 from perfmodel.comm.nodes import all_gpus, equal_runs, split_by_server
 from perfmodel.comm.params import Algorithm
@@ -51,10 +52,14 @@ bit) before the group is analysed itself. Issue 27: a data-parallel ring over 2,
 servers is one boundary and a count; its own analysis loops over the servers (splits, per-part
 checks, class pairs: ~3 us per server, 38-39 -> 33 ms CPU for the 16,384-GPU predict of
 ``benchmarks/bench_speed.py --only dp`` on the 2-core development machine). Where the
-two-server summary has no count-free pattern (a boundary through more than one fabric switch)
-the probe is one two-server analysis spent in vain, once per pattern; from 64 servers
+two-server summary loads fabric links (a boundary through more than one fabric switch) its
+rates are recounted for the group's count (:meth:`GroupMemo._recounted`); where
+:func:`~perfmodel.comm.ring_summary.ring_summary` summarises no such ring the probe is one
+two-server analysis spent in vain, once per pattern; from 64 servers
 (:attr:`~perfmodel.topology.lazy.NodeTable.WIDE`'s scale) on, the loops it saves where it
-succeeds are of the same order."""
+succeeds are of the same order. Below it a probe saves nothing: the first analysis of a
+one-class ring composes one boundary whatever its count (issue 27: 2 GPUs a server over 16
+DGX A100, ~0.8-1.4 ms, is the part's packing, the ring plan, one boundary and the fills)."""
 
 BY_GROUP_NUMBERS = frozenset({Algorithm.RING, Algorithm.TREE, *CLOSED_FORM_ONLY})
 """Algorithms whose analytic time reads only a group's :class:`GroupInfo` numbers and the
@@ -114,6 +119,10 @@ class GroupMemo:
     #: Whether :meth:`numbers_key` keeps what it reads of the members alone per members
     #: (tests compare both ways).
     MEMBER_KEYS = True
+    #: Whether a one-class ring pattern whose summary loads fabric links is read off a group
+    #: of the same local ids over another server count, its rates recounted
+    #: (:meth:`_recounted`; tests compare both ways).
+    RECOUNT = True
 
     def __init__(self, topology: Topology, links: DirectedLinks, analysis: GroupAnalysis) -> None:
         self.topology = topology
@@ -127,6 +136,11 @@ class GroupMemo:
             tuple[str, ...], tuple[tuple[Any, ...], list[list[str]]] | None
         ] = BoundedMemo(PATTERN_MEMO_SIZE)
         self._unsummarised: set[tuple[Any, ...]] = set()
+        #: a one-class ring pattern without its count -> (the pattern of a group summarised
+        #: with fabric loads, its summary's recount: :meth:`_recounted`)
+        self._counted: BoundedMemo[
+            tuple[Any, ...], tuple[_RingPattern, Callable[[int], tuple[Any, Any]]]
+        ] = BoundedMemo(PATTERN_MEMO_SIZE)
         #: members -> what :meth:`numbers_key` reads of the members alone (:meth:`_member_key`)
         self._member_keys: BoundedMemo[tuple[str, ...], tuple[bool, Any]] = BoundedMemo(
             PATTERN_MEMO_SIZE
@@ -417,14 +431,20 @@ class GroupMemo:
         self._patterns.get(key, lambda: pat)
         any_count = _any_count_key(key)
         every = set(index.values()) - {-1}
-        if any_count is not None and summary.fabric_free and every <= set(pat.servers):
+        if any_count is None or not every <= set(pat.servers):
+            return
+        if summary.fabric_free:
             self._patterns.get(any_count, lambda: pat)
+        elif self.RECOUNT and summary.recount is not None:
+            self._counted.get(any_count, lambda: (pat, summary.recount))
 
     def _pattern_of_count(self, key: tuple[Any, ...], n_servers: int) -> _RingPattern | None:
         """The numbers of ring pattern ``key`` read off a group of the same local ids over
         another number of servers of the same one class (:func:`_any_count_key`), kept under
-        ``key`` from now on; ``None`` where no such group has been summarised with every
-        boundary's fabric part one switch (:attr:`~perfmodel.comm.ring_summary.RingSummary.fabric_free`).
+        ``key`` from now on: as they are where such a group was summarised with every
+        boundary's fabric part one switch (:attr:`~perfmodel.comm.ring_summary.RingSummary.fabric_free`),
+        else with its rates recounted (:meth:`_recounted`); ``None`` where no such group has
+        been summarised.
 
         Issue 14: the data-parallel groups of 16, 32 and 64 servers of one class (GPT-3 175B
         on 128 DGX A100) are one analysis. Why it is :meth:`build`'s answer, bit for
@@ -442,9 +462,45 @@ class GroupMemo:
             return None
         base = self._patterns.entries.get(any_count)
         if base is None:
-            return None
+            return self._recounted(key, any_count, n_servers)
         touched = (-1, *range(n_servers)) if -1 in base.servers else tuple(range(n_servers))
         pat = replace(base, servers=touched)
+        return self._patterns.get(key, lambda: pat)
+
+    def _recounted(
+        self, key: tuple[Any, ...], any_count: tuple[Any, ...], n_servers: int
+    ) -> _RingPattern | None:
+        """The numbers of ring pattern ``key`` read off a group of the same local ids over
+        another number of servers of the same one class whose summary loads fabric links
+        (not :attr:`~perfmodel.comm.ring_summary.RingSummary.fabric_free`: a boundary through
+        more than one fabric switch, e.g. from rail 4 to rail 0 through the spine), with its
+        rates recounted for ``n_servers`` servers; kept under ``key`` from now on. ``None``
+        where no such group has been summarised (or :attr:`RECOUNT` is off).
+
+        Why it is :meth:`build`'s answer, bit for bit: the count enters the summary only as
+        the fabric loads' multiplier, and
+        :meth:`RingSummary.recount <perfmodel.comm.ring_summary._Summariser.recounted>` gives
+        the rates :func:`~perfmodel.comm.ring_summary.ring_summary` finds over ``n_servers``
+        servers; :meth:`GroupAnalysis.build <perfmodel.comm.group.GroupAnalysis.build>` reads
+        them only as ``ring_bw_Bps`` and ``inter_bw_Bps`` (their ``numpy_sum``, summed here
+        alike). Every other number reads no count (:meth:`_pattern_of_count`'s argument: the
+        channel count, the first server's hops and packing, the one boundary path's
+        latencies, the server attributes), and the channels touch every server of the group
+        and the fabric. Issue 27: the data-parallel rings of GPUs 0 and 4 of a tp 4 plan's
+        stages over 32 DGX A100 on rails, then over 16 (the next plan's): 0.8-1.4 ms of ring
+        plan and boundary composition for the second.
+        """
+        got = self._counted.entries.get(any_count)
+        if got is None:
+            return None
+        base, recount = got
+        rates, inter_rates = recount(n_servers)
+        bw = {"ring_bw_Bps": numpy_sum(rates), "inter_bw_Bps": numpy_sum(inter_rates)}
+        pat = replace(
+            base,
+            numbers=tuple((f, bw.get(f, v)) for f, v in base.numbers),
+            servers=(-1, *range(n_servers)) if -1 in base.servers else tuple(range(n_servers)),
+        )
         return self._patterns.get(key, lambda: pat)
 
     def _shape_group(self, members: tuple[str, ...]) -> GroupInfo | None:

@@ -9,8 +9,9 @@ of server classes (issue 14: a 16,384-rank ring is analysed without its 262,144 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.comm.channels import RingPlan, fill_rates, ring_plan
@@ -34,7 +35,10 @@ class RingSummary:
     fabric) the channels' hops touch; ``fabric_free``: no channel loads a link between two
     fabric nodes (each boundary's fabric part is one switch), so the rates read no count of
     boundaries (the ring's server count enters only through fabric-link loads, which are each
-    boundary's count times that count).
+    boundary's count times that count); ``recount``: where every server is of one class (one
+    class pair), the rates and inter-server rates the summary of the same local ids over
+    another number of servers of that class has (:meth:`_Summariser.recounted`), else
+    ``None``.
     """
 
     n_channels: int
@@ -44,6 +48,9 @@ class RingSummary:
     inter_hops: tuple[tuple[str, ...], ...]
     servers: frozenset[int]
     fabric_free: bool = False
+    recount: Callable[[int], tuple[tuple[float, ...], tuple[float, ...]]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 def ring_summary(
@@ -399,12 +406,13 @@ class _Summariser:
         return True
 
     # ------------------------------------------------------------------ the rates
-    def _fabric_entries(self) -> list[list[tuple[Any, float, int]]]:
-        """Per channel: (resource, capacity, count) of the fabric links it loads. Fabric links of
-        one capacity and the same count from every channel saturate together, as the server
-        links of one pattern: one resource stands for them (issue 14: the 1,640 leaf up- and
-        downlinks of a 2,048-server fat tree are a few resources)."""
-        cap, fab_load = self.links.capacity_list, self.fab_load
+    def _fabric_entries(self, fab_load: list[dict[int, int]]) -> list[list[tuple[Any, float, int]]]:
+        """Per channel: (resource, capacity, count) of the fabric links it loads (``fab_load``:
+        per channel, link id -> count). Fabric links of one capacity and the same count from
+        every channel saturate together, as the server links of one pattern: one resource
+        stands for them (issue 14: the 1,640 leaf up- and downlinks of a 2,048-server fat tree
+        are a few resources)."""
+        cap = self.links.capacity_list
         loads: dict[int, list[tuple[int, int]]] = {}
         for c in range(self.n_ch):
             for e, k in fab_load[c].items():
@@ -455,8 +463,39 @@ class _Summariser:
             return (math.inf,) * self.n_ch
         return tuple(fill_rates(fi, ri, mult, res_cap, self.n_ch))
 
+    def recounted(self, count: int, n_servers: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The rates and inter-server rates of this summary's ring had it ``n_servers`` servers
+        of its one class instead of ``count`` (the count its one class pair was composed
+        with).
+
+        Why it is :func:`ring_summary`'s answer over ``n_servers`` servers of that class (the
+        same local ids), bit for bit: with one class there is one class pair,
+        ``[0, n]`` (:meth:`class_pairs`), so its boundary is composed once, from the first
+        server to the second, through :meth:`_first_boundary`; what that reads of the two
+        servers (routes inside them by local id, the fabric route memoised by the NICs'
+        fabric links, the link capacities) is the same for every two servers of the class
+        (:meth:`GroupMemo._ring_pattern <perfmodel.comm.group_memo.GroupMemo._ring_pattern>`'s
+        argument), as are the segments, the ring plan (one part shape, the first server's
+        NICs) and the templates. The count enters only as the amount each fabric link of a
+        channel's boundary path adds to that channel's load, once per time the path crosses
+        it: a load ``m * count`` becomes ``m * n_servers``, exact integers, in the same
+        insertion order; :meth:`_fabric_entries` then groups the same links (scaling by
+        ``n_servers / count`` is one-to-one on the count tuples) in the same order, and
+        :meth:`_rates` fills the same resources with those counts. Issue 27: the
+        data-parallel ring of GPUs 0 and 4 of 32 DGX A100 on rails crosses rails through the
+        spine; the same ring over 16 servers (the next plan's) was composed again.
+        """
+        scaled = [{e: k // count * n_servers for e, k in load.items()} for load in self.fab_load]
+        entries = self._fabric_entries(scaled)
+        return self._rates(entries, True), self._rates(entries, False)
+
     def result(self) -> RingSummary:
-        entries = self._fabric_entries()
+        entries = self._fabric_entries(self.fab_load)
+        pairs = self.class_pairs()
+        one_class = self.cls[0][0] == "c" and all(c == self.cls[0] for c in self.cls)
+        recount = None
+        if one_class and len(pairs) == 1:
+            recount = partial(self.recounted, pairs[0][1])
         return RingSummary(
             n_channels=self.n_ch,
             rates=self._rates(entries, True),
@@ -465,4 +504,5 @@ class _Summariser:
             inter_hops=tuple(self.inter_hops),
             servers=frozenset(self.touched),
             fabric_free=not any(self.fab_load),
+            recount=recount,
         )

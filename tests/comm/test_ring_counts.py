@@ -2,7 +2,9 @@
 ``GroupMemo._pattern_of_count``): where each boundary's fabric part is one switch (rails),
 a group of the same local ids over 2, 3, 8 or 12 servers of the one class has the numbers of
 the first such group analysed, bit for bit; a ring whose boundaries load fabric links (the
-fabric-link loads are the boundary count times each boundary's) keeps its count in its key."""
+fabric-link loads are the boundary count times each boundary's) keeps its count in its key,
+its rates recounted from the first such group's summary (issue 27, ``GroupMemo._recounted``;
+tests/comm/test_ring_recount.py)."""
 
 from __future__ import annotations
 
@@ -46,8 +48,9 @@ def test_server_counts_share_one_pattern() -> None:
 
 def test_fabric_loaded_rings_keep_their_count() -> None:
     """GPUs 0 and 4 of each server leave and enter through NICs of different rails, so every
-    boundary loads rail-to-spine links: no count-free entry, and each count is analysed (and
-    equals its direct analysis); servers of two classes have no count-free key."""
+    boundary loads rail-to-spine links: no count-free entry; the first count is analysed and
+    the others recounted from its summary (each equals its direct analysis); servers of two
+    classes have no count-free key."""
     topo = load_system("dgx-a100", nodes=12)
     model, direct = CommCostModel(topo), direct_model(topo)
     built = _counting(model)
@@ -59,7 +62,8 @@ def test_fabric_loaded_rings_keep_their_count() -> None:
         )
         _same_info(model, model.group_info(group), direct.group_info(group))
     assert ("ring*", ("gpu0", "gpu4"), 0) not in model.groups._patterns.entries
-    assert len(built) == len(groups)
+    assert ("ring*", ("gpu0", "gpu4"), 0) in model.groups._counted.entries
+    assert built == groups[:1]
     assert ring_summary(model.links, _group(topo, (0, 1), (0,))).fabric_free  # type: ignore[union-attr]
     assert _any_count_key(("ring", ("gpu0",), (0, 1, 0))) is None
     assert _any_count_key(("ring", ("gpu0",), (("u", 3), ("u", 3)))) is None
