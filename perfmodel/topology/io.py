@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from perfmodel import units
@@ -96,21 +96,16 @@ _SYSTEM_KEYS = {
     "assumptions",
 }
 _REFERENCE_KEYS = {"op", "gpus", "nodes", "size_bytes", "busbw_GBps", "source", "nccl_env"}
-_CLOUD_KEYS = {
-    "provider",
-    "instance",
-    "gpus_per_instance",
-    "transport",
-    "price_per_gpu_hour",
-    "price_currency",
-    "price_date",
-    "price_source",
-    "region",
-    "price_stale",
-    "price_high_by",
-}
-_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node", "sharp"}
-_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p", "tray", "p2p_denied"}
+
+
+def _field_names(spec: type) -> set[str]:
+    """The keys of a file table that spells a dataclass field for field (``[system.cloud]``,
+    ``[system.fabric]``, ``[[node]]``): the dataclass's field names, one list for both."""
+    return {f.name for f in fields(spec)}
+
+
+_CLOUD_KEYS = _field_names(CloudSpec)
+_FABRIC_KEYS = _field_names(FabricSpec)
 _LINK_KEYS = {
     "a",
     "b",
@@ -136,6 +131,9 @@ class NodeSpec:
     p2p: bool | None = None
     tray: int | None = None
     p2p_denied: tuple[str, ...] = ()
+
+
+_NODE_KEYS = _field_names(NodeSpec)
 
 
 @dataclass(frozen=True)
