@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from perfmodel import units
@@ -96,21 +96,16 @@ _SYSTEM_KEYS = {
     "assumptions",
 }
 _REFERENCE_KEYS = {"op", "gpus", "nodes", "size_bytes", "busbw_GBps", "source", "nccl_env"}
-_CLOUD_KEYS = {
-    "provider",
-    "instance",
-    "gpus_per_instance",
-    "transport",
-    "price_per_gpu_hour",
-    "price_currency",
-    "price_date",
-    "price_source",
-    "region",
-    "price_stale",
-    "price_high_by",
-}
-_FABRIC_KEYS = {"network", "topology", "oversubscription", "leaf_radix", "nics_per_node", "sharp"}
-_NODE_KEYS = {"id", "kind", "model", "label", "rail", "p2p", "tray", "p2p_denied"}
+
+
+def _field_names(spec: type) -> set[str]:
+    """The keys of a file table that spells a dataclass field for field (``[system.cloud]``,
+    ``[system.fabric]``, ``[[node]]``): the dataclass's field names, one list for both."""
+    return {f.name for f in fields(spec)}
+
+
+_CLOUD_KEYS = _field_names(CloudSpec)
+_FABRIC_KEYS = _field_names(FabricSpec)
 _LINK_KEYS = {
     "a",
     "b",
@@ -136,6 +131,9 @@ class NodeSpec:
     p2p: bool | None = None
     tray: int | None = None
     p2p_denied: tuple[str, ...] = ()
+
+
+_NODE_KEYS = _field_names(NodeSpec)
 
 
 @dataclass(frozen=True)
@@ -248,6 +246,26 @@ def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
         )
 
 
+# A topology file's field checks: the shared ones of :mod:`perfmodel._schema`, their errors
+# :class:`~perfmodel.errors.TopologyError` (one rule, stated here once).
+
+
+def _int(value: Any, path: str, *, where: str, minimum: int | None = None) -> int:
+    """:func:`~perfmodel._schema.as_int` raising :class:`~perfmodel.errors.TopologyError`."""
+    return as_int(value, path, where=where, minimum=minimum, error=TopologyError)
+
+
+def _number(value: Any, path: str, *, where: str, **checks: Any) -> float:
+    """:func:`~perfmodel._schema.as_number` (its ``minimum`` / ``positive`` ``checks``) raising
+    :class:`~perfmodel.errors.TopologyError`."""
+    return as_number(value, path, where=where, error=TopologyError, **checks)
+
+
+def _list(value: Any, path: str, *, where: str) -> list[Any]:
+    """:func:`~perfmodel._schema.as_list` raising :class:`~perfmodel.errors.TopologyError`."""
+    return as_list(value, path, where=where, error=TopologyError)
+
+
 #: The smallest fat-tree oversubscription (leaf downlinks : uplinks) a fabric may have: 1 is
 #: non-blocking; below 1 would mean more uplinks than ports feed them, which the builders do not
 #: model. One rule for topology files, ``--oversubscription`` and scenario files.
@@ -266,30 +284,19 @@ def parse_fabric(table: dict[str, Any], where: str) -> FabricSpec:
             value=topology,
             where=where,
         )
-    over = as_number(
-        table.get("oversubscription", 1.0),
-        "fabric.oversubscription",
-        where=where,
-        error=TopologyError,
-    )
+    over = _number(table.get("oversubscription", 1.0), "fabric.oversubscription", where=where)
     if over < MIN_OVERSUBSCRIPTION:
         raise TopologyError(
             f"{where}: oversubscription {over} must be >= 1", value=over, where=where
         )
-    radix = as_int(
-        table.get("leaf_radix", 32), "fabric.leaf_radix", where=where, error=TopologyError
-    )
+    radix = _int(table.get("leaf_radix", 32), "fabric.leaf_radix", where=where)
     if radix < 1:
         raise TopologyError(f"{where}: leaf_radix {radix} must be >= 1", value=radix, where=where)
     return FabricSpec(
         network=str(table["network"]),
         topology=topology,
-        nics_per_node=as_int(
-            table.get("nics_per_node", 1),
-            "fabric.nics_per_node",
-            where=where,
-            minimum=1,
-            error=TopologyError,
+        nics_per_node=_int(
+            table.get("nics_per_node", 1), "fabric.nics_per_node", where=where, minimum=1
         ),
         oversubscription=over,
         leaf_radix=radix,
@@ -314,22 +321,14 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
     for key in ("provider", "instance", "transport"):
         if not str(table.get(key, "")).strip():
             raise TopologyError(f"{where}: missing key {key!r}", value=None, where=where)
-    gpus = as_int(
-        table.get("gpus_per_instance", 8),
-        "cloud.gpus_per_instance",
-        where=where,
-        minimum=1,
-        error=TopologyError,
+    gpus = _int(
+        table.get("gpus_per_instance", 8), "cloud.gpus_per_instance", where=where, minimum=1
     )
     price: float | None = None
     date = str(table.get("price_date", ""))
     if "price_per_gpu_hour" in table:
-        price = as_number(
-            table["price_per_gpu_hour"],
-            "price_per_gpu_hour",
-            where=where,
-            positive=True,
-            error=TopologyError,
+        price = _number(
+            table["price_per_gpu_hour"], "price_per_gpu_hour", where=where, positive=True
         )
         if not _DATE.match(date):
             raise TopologyError(
@@ -345,7 +344,7 @@ def parse_cloud(table: dict[str, Any], where: str) -> CloudSpec:
     stale = _flag(table, "price_stale", where) is True
     high_by = table.get("price_high_by")
     if high_by is not None:
-        high_by = as_number(high_by, "price_high_by", where=where, minimum=1, error=TopologyError)
+        high_by = _number(high_by, "price_high_by", where=where, minimum=1)
     if high_by is not None and not (stale and price is not None):
         raise TopologyError(
             f"{where}: price_high_by needs a price and price_stale = true",
@@ -378,7 +377,7 @@ def parse_references(items: Any, where: str) -> tuple[ReferenceMeasurement, ...]
         to strings.
     """
     out = []
-    for i, table in enumerate(as_list(items, "system.reference", where=where, error=TopologyError)):
+    for i, table in enumerate(_list(items, "system.reference", where=where)):
         w = f"{where}[{i}]"
         _check_keys(table, _REFERENCE_KEYS, w)
         for key in ("op", "gpus", "size_bytes", "busbw_GBps", "source"):
@@ -388,7 +387,7 @@ def parse_references(items: Any, where: str) -> tuple[ReferenceMeasurement, ...]
             op = CollectiveOp.parse(str(table["op"]), where=f"{w}.op")
         except PerfModelError as exc:
             raise TopologyError(str(exc), value=table["op"], where=w) from exc
-        bw = as_number(table["busbw_GBps"], "busbw_GBps", where=w, error=TopologyError)
+        bw = _number(table["busbw_GBps"], "busbw_GBps", where=w)
         if not bw > 0:
             raise TopologyError(f"{w}: busbw_GBps {bw} must be > 0", value=bw, where=w)
         if not str(table["source"]).strip():
@@ -396,13 +395,9 @@ def parse_references(items: Any, where: str) -> tuple[ReferenceMeasurement, ...]
         out.append(
             ReferenceMeasurement(
                 op=op,
-                gpus=as_int(table["gpus"], "gpus", where=w, minimum=1, error=TopologyError),
-                nodes=as_int(
-                    table.get("nodes", 1), "nodes", where=w, minimum=1, error=TopologyError
-                ),
-                message_bytes=as_int(
-                    table["size_bytes"], "size_bytes", where=w, minimum=1, error=TopologyError
-                ),
+                gpus=_int(table["gpus"], "gpus", where=w, minimum=1),
+                nodes=_int(table.get("nodes", 1), "nodes", where=w, minimum=1),
+                message_bytes=_int(table["size_bytes"], "size_bytes", where=w, minimum=1),
                 busbw_Bps=bw * units.GB,
                 source=str(table["source"]),
                 nccl_env=_nccl_env(table.get("nccl_env", {}), f"{w}.nccl_env"),
@@ -488,10 +483,7 @@ def parse_server(
         fabric=fabric,
         description=str(system.get("description", "")),
         sources=tuple(
-            str(s)
-            for s in as_list(
-                system.get("sources", []), "system.sources", where=source, error=TopologyError
-            )
+            str(s) for s in _list(system.get("sources", []), "system.sources", where=source)
         ),
         gpu=default_gpu,
         gpu_selectable=selectable,
@@ -500,13 +492,7 @@ def parse_server(
         cloud=cloud,
         references=refs,
         assumptions=tuple(
-            str(a)
-            for a in as_list(
-                system.get("assumptions", []),
-                "system.assumptions",
-                where=source,
-                error=TopologyError,
-            )
+            str(a) for a in _list(system.get("assumptions", []), "system.assumptions", where=source)
         ),
     )
 
@@ -516,9 +502,7 @@ def _entries(
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(where, entry)`` of each ``[[table]]`` entry, its keys checked (known ``keys``, the
     two ``required`` ones present)."""
-    for i, entry in enumerate(
-        as_list(data.get(table, []), table, where=source, error=TopologyError)
-    ):
+    for i, entry in enumerate(_list(data.get(table, []), table, where=source)):
         where = f"{source}: {table}[{i}]"
         _check_keys(entry, keys, where)
         if required[0] not in entry or required[1] not in entry:
@@ -573,15 +557,10 @@ def _parse_nodes(
                 rail=entry.get("rail"),
                 p2p=_flag(entry, "p2p", where) if "p2p" in entry else server_p2p,
                 tray=(
-                    as_int(entry["tray"], "tray", where=where, minimum=0, error=TopologyError)
-                    if "tray" in entry
-                    else None
+                    _int(entry["tray"], "tray", where=where, minimum=0) if "tray" in entry else None
                 ),
                 p2p_denied=tuple(
-                    str(x)
-                    for x in as_list(
-                        entry.get("p2p_denied", []), "p2p_denied", where=where, error=TopologyError
-                    )
+                    str(x) for x in _list(entry.get("p2p_denied", []), "p2p_denied", where=where)
                 ),
             )
         )
@@ -648,9 +627,7 @@ def _check_nvlink_domain(
     if "nvlink_domain" not in system:
         return None
     where = f"{source}: [system] nvlink_domain"
-    declared = as_int(
-        system["nvlink_domain"], "nvlink_domain", where=where, minimum=1, error=TopologyError
-    )
+    declared = _int(system["nvlink_domain"], "nvlink_domain", where=where, minimum=1)
     gpus = sum(1 for n in nodes if n.kind is NodeKind.GPU)
     if declared > gpus:
         raise TopologyError(
@@ -673,7 +650,7 @@ def _check_nvlink_domain(
 
 def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
     """A link from a technology name and/or explicit numbers (explicit numbers win)."""
-    count = as_int(entry.get("count", 1), "count", where=where, error=TopologyError)
+    count = _int(entry.get("count", 1), "count", where=where)
     if count < 1:
         raise TopologyError(f"{where}: count {count} must be >= 1", value=count, where=where)
     tech_name = entry.get("tech")
@@ -699,18 +676,11 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
         )  # fmt: skip
     for key, unit in (("bandwidth_GBps", units.GB), ("bandwidth_Gbps", units.Gbit)):
         if key in entry:
-            bw = (
-                as_number(entry[key], key, where=where, positive=True, error=TopologyError)
-                * unit
-                * count
-            )
+            bw = _number(entry[key], key, where=where, positive=True) * unit * count
     if "latency_us" in entry:
-        lat = (
-            as_number(entry["latency_us"], "latency_us", where=where, error=TopologyError)
-            * units.us
-        )
+        lat = _number(entry["latency_us"], "latency_us", where=where) * units.us
     if "efficiency" in entry:
-        eff = as_number(entry["efficiency"], "efficiency", where=where, error=TopologyError)
+        eff = _number(entry["efficiency"], "efficiency", where=where)
     if bw is None or lat is None:
         raise TopologyError(
             f"{where}: give 'tech' or both a bandwidth and 'latency_us'", value=entry, where=where

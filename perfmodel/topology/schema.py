@@ -96,6 +96,12 @@ TRANSIT_KINDS = frozenset(
 )
 
 
+def _graph_error(source: str, message: str, value: object) -> TopologyError:
+    """The error of a graph that fails a check: ``"{source}: {message}"``, naming the bad
+    ``value`` (one form for every check of :func:`validate_graph`)."""
+    return TopologyError(f"{source}: {message}", value=value, where=source)
+
+
 def _is_integer(value: object) -> bool:
     """Whether a graph attribute is an integer (a Python or NumPy integer; not a boolean, a
     float or text): the one test of the ``server``, ``gpu_index`` and ``count`` attributes.
@@ -133,7 +139,7 @@ def validate_graph(
         device_models=device_models,
     )
     if not gpus:
-        raise TopologyError(f"{source}: topology has no GPU", value=None, where=source)
+        raise _graph_error(source, "topology has no GPU", None)
     check_gpu_connectivity(graph, gpus, source)
 
 
@@ -197,44 +203,30 @@ def check_attributes(
     for node, data in nodes:
         for key in NODE_ATTRS_REQUIRED:
             if key not in data:
-                raise TopologyError(
-                    f"{source}: node {node!r} lacks attribute {key!r}", value=node, where=source
-                )
+                raise _graph_error(source, f"node {node!r} lacks attribute {key!r}", node)
         server = data["server"]
         if not _is_integer(server):
-            raise TopologyError(
-                f"{source}: node {node!r} has server {server!r}, not an integer index",
-                value=server,
-                where=source,
+            raise _graph_error(
+                source, f"node {node!r} has server {server!r}, not an integer index", server
             )
         other = seen.setdefault((server, str(data["local_id"])), node)
         if other != node:
-            raise TopologyError(
-                f"{source}: nodes {other!r} and {node!r} share local id {data['local_id']!r} in"
+            raise _graph_error(
+                source,
+                f"nodes {other!r} and {node!r} share local id {data['local_id']!r} in"
                 f" server {data['server']!r} (a server's local ids name its nodes one to one)",
-                value=(other, node),
-                where=source,
+                (other, node),
             )
         kind = data["kind"]
         if not isinstance(kind, NodeKind):
-            raise TopologyError(
-                f"{source}: node {node!r} has kind {kind!r}, not a NodeKind",
-                value=kind,
-                where=source,
-            )
+            raise _graph_error(source, f"node {node!r} has kind {kind!r}, not a NodeKind", kind)
         if kind is NodeKind.GPU:
             if "model" not in data or "gpu_index" not in data:
-                raise TopologyError(
-                    f"{source}: GPU node {node!r} needs 'model' and 'gpu_index'",
-                    value=node,
-                    where=source,
-                )
+                raise _graph_error(source, f"GPU node {node!r} needs 'model' and 'gpu_index'", node)
             index = data["gpu_index"]
             if not _is_integer(index):
-                raise TopologyError(
-                    f"{source}: GPU node {node!r} has gpu_index {index!r}, not an integer",
-                    value=index,
-                    where=source,
+                raise _graph_error(
+                    source, f"GPU node {node!r} has gpu_index {index!r}, not an integer", index
                 )
             if data["model"] not in device_models:
                 get_gpu(data["model"], where=f"{source}: node {node!r}")
@@ -242,40 +234,26 @@ def check_attributes(
     for u, v, data in edges:
         for key in EDGE_ATTRS_REQUIRED:
             if key not in data:
-                raise TopologyError(
-                    f"{source}: link {u}-{v} lacks attribute {key!r}", value=(u, v), where=source
-                )
+                raise _graph_error(source, f"link {u}-{v} lacks attribute {key!r}", (u, v))
         bw = data["bandwidth_Bps"]
         if not (isinstance(bw, (int, float)) and math.isfinite(bw) and bw > 0):
-            raise TopologyError(
-                f"{source}: link {u}-{v} has non-positive bandwidth {bw!r}", value=bw, where=source
-            )
+            raise _graph_error(source, f"link {u}-{v} has non-positive bandwidth {bw!r}", bw)
         eff = data["efficiency"]
         if not (isinstance(eff, (int, float)) and 0 < eff <= 1):
-            raise TopologyError(
-                f"{source}: link {u}-{v} has efficiency {eff!r} outside (0, 1]",
-                value=eff,
-                where=source,
-            )
+            raise _graph_error(source, f"link {u}-{v} has efficiency {eff!r} outside (0, 1]", eff)
         lat = data["latency_s"]
         if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
-            raise TopologyError(
-                f"{source}: link {u}-{v} has negative or invalid latency {lat!r}",
-                value=lat,
-                where=source,
-            )
+            raise _graph_error(source, f"link {u}-{v} has negative or invalid latency {lat!r}", lat)
         if not isinstance(data["family"], LinkFamily):
-            raise TopologyError(
-                f"{source}: link {u}-{v} family {data['family']!r} is not a LinkFamily",
-                value=data["family"],
-                where=source,
+            raise _graph_error(
+                source,
+                f"link {u}-{v} family {data['family']!r} is not a LinkFamily",
+                data["family"],
             )
         count = data["count"]
         if not _is_integer(count) or count < 1:
-            raise TopologyError(
-                f"{source}: link {u}-{v} has count {count!r}, not an integer >= 1",
-                value=data["count"],
-                where=source,
+            raise _graph_error(
+                source, f"link {u}-{v} has count {count!r}, not an integer >= 1", data["count"]
             )
     return gpus
 
@@ -317,8 +295,4 @@ def check_gpu_connectivity(graph: nx.Graph, gpus: list[str], source: str) -> Non
         # Fall back to an exact check (rare: direct GPU-GPU links only).
         view = transit_view(graph, (ref, g))
         if not nx.has_path(view, ref, g):
-            raise TopologyError(
-                f"{source}: GPU {g!r} cannot reach GPU {ref!r} (disconnected GPU)",
-                value=g,
-                where=source,
-            )
+            raise _graph_error(source, f"GPU {g!r} cannot reach GPU {ref!r} (disconnected GPU)", g)

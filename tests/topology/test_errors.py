@@ -170,3 +170,28 @@ def test_integer_attributes_share_one_test(attribute: str, needle: str, bad: obj
     data[attribute] = bad
     with pytest.raises(TopologyError, match=re.escape(needle.format(bad=bad))):
         validate_graph(g, source="dgx1-v100")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message", "value"),
+    [
+        (lambda g: g.nodes["gpu0"].update(kind="gpu"), "node 'gpu0' has kind 'gpu'", "gpu"),
+        (
+            lambda g: g.edges["gpu0", "gpu1"].update(efficiency=1.5),
+            "link gpu0-gpu1 has efficiency 1.5 outside (0, 1]",
+            1.5,
+        ),
+    ],
+)
+def test_graph_check_error_names_source_and_bad_value(edit, message: str, value: object) -> None:
+    """Every check of the schema raises one form of error (``_graph_error``): the message
+    starts with the source, ``where`` is the source and ``value`` the bad value."""
+    from perfmodel.topology.schema import validate_graph
+
+    g = load_system("dgx1-v100").graph.copy()
+    edit(g)
+    with pytest.raises(TopologyError) as err:
+        validate_graph(g, source="my graph")
+    assert err.value.args[0].startswith(f"my graph: {message}")
+    assert err.value.where == "my graph"
+    assert err.value.value == value
