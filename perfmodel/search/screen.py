@@ -504,16 +504,9 @@ class PlanScreen:
         return hit
 
     def _parts(
-        self,
-        mb: int,
-        tp: int,
-        recompute: str,
-        sp: bool,
-        ep: int = 1,
-        cp: int = 1,
-        kern: int = 0,
-        strides: tuple[int, int] | None = None,
-    ) -> StackParts:
+        self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0,
+        *, strides: tuple[int, int] | None = None,
+    ) -> StackParts:  # fmt: skip
         """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
 
         A stack (:class:`~perfmodel.workload.layers.StackedLayers`) is read as the layers
@@ -684,7 +677,7 @@ class PlanScreen:
         hit = self._stage_cache.get(key)
         if hit is not None:
             return hit
-        pt = self._parts(mb, tp, recompute, sp, ep, cp, kern, strides)
+        pt = self._parts(mb, tp, recompute, sp, ep, cp, kern, strides=strides)
         blocks = pt.blocks
         if pp > max(len(blocks), 1):
             raise InfeasiblePlanError(
