@@ -383,17 +383,21 @@ class PlanScreen:
             self._costs[nodes] = c
         return c
 
-    def _group(self, size: int, stride: int) -> tuple[tuple[str, ...], Any]:
+    def _group(self, size: int, stride: int, whole: bool = False) -> tuple[tuple[str, ...], Any]:
         """A representative group of ``size`` ranks ``stride`` apart (the plan's placement,
         :func:`perfmodel.parallel.placement.rank_strides`: by default tp, then dp with cp
-        fastest inside, then pp), from rank 0."""
+        fastest inside, then pp), from rank 0. A group of one member per server over more
+        than two servers is two members on two (the per-GPU inter-server path), or with
+        ``whole`` (the tensor-parallel group of an order that puts it outside the data
+        axis) all ``size`` members, server ``i`` holding member ``i``."""
+        gpn = self.gpus_per_node
         span = (size - 1) * stride + 1
-        nodes = max(1, math.ceil(span / self.gpus_per_node))
-        if nodes > 2 and stride >= self.gpus_per_node:
-            # one member per server: two servers show the per-GPU inter-server path
-            nodes = 2
-            members = tuple(self._topology(2).gpus[i * self.gpus_per_node] for i in range(2))
-            return members, self._system_costs(2)
+        nodes = max(1, math.ceil(span / gpn))
+        if nodes > 2 and stride >= gpn:
+            nodes = size if whole else 2
+            g, off = self._topology(nodes).gpus, stride if whole else 0
+            members = tuple(g[i * gpn + i * off % gpn] for i in range(nodes))
+            return members, self._system_costs(nodes)
         topo = self._topology(nodes)
         return tuple(topo.gpus[i * stride] for i in range(size)), self._system_costs(nodes)
 
@@ -597,7 +601,7 @@ class PlanScreen:
         from perfmodel.workload.memory import is_selectively_recomputed
 
         s_tp, s_dp = strides or (1, tp)
-        tp_group, tp_costs = self._group(tp, s_tp) if tp > 1 else ((), costs)
+        tp_group, tp_costs = self._group(tp, s_tp, True) if tp > 1 else ((), costs)
         # expert / context groups: ep or cp ranks along the data axis (etp = tp)
         other = {g: self._group(n, s_dp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
 

@@ -135,9 +135,9 @@ def _run_screen(
     sends: list[Any] = []
     group, dp_time, rank_pairs = screen._group, screen._dp_collective_s, screen_ranks.p2p_rank_pairs
 
-    def group_spy(size: int, stride: int) -> Any:
+    def group_spy(size: int, stride: int, *whole: bool) -> Any:
         groups["group"].append([i * stride for i in range(size)])
-        return group(size, stride)
+        return group(size, stride, *whole)
 
     def dp_spy(op: Any, nbytes: float, n: int, stride: int) -> float:
         groups["dp"].append([i * stride for i in range(n)])
@@ -245,3 +245,36 @@ def test_nvl72_boundary_across_racks() -> None:
     nbytes = 2.0**22
     times = [c.transfers_time(p, nbytes) for p, c in probes]
     assert max(times) > 2 * times[0]
+
+
+def test_tensor_parallel_group_outside_the_data_axis() -> None:
+    """dgx-h100 x4, placement dp,pp,tp (tp outermost), dp2 pp4 tp4: the tensor-parallel
+    group is GPUs 0, 8, 16, 24, one per server. The screen prices its all-reduce on four
+    servers with one member each, as predict's group on the whole topology costs it; before
+    fix22 (an order the screen now reads) the shortcut for such groups kept two members."""
+    from perfmodel.ops import CollectiveOp
+
+    screen = PlanScreen(_base("dgx-h100", nodes=4))
+    s_tp = rank_strides(("dp", "pp", "tp"), 2, 4, 4)[2]
+    assert s_tp == 8
+    grp, costs = screen._group(4, s_tp, True)
+    assert len(grp) == 4 and _servers(screen, 4, grp) == 4
+    g = screen._topology(4).gpus
+    whole = tuple(g[i * s_tp] for i in range(4))  # predict's tp_group(0, 0) on 4 servers
+    op, nbytes = CollectiveOp.ALLREDUCE, 2.0**24
+    want = screen._system_costs(4).collective_time(op, nbytes, whole)
+    assert costs.collective_time(op, nbytes, grp) == pytest.approx(want, rel=1e-9)
+    two, two_costs = screen._group(4, s_tp)  # the expert/context shortcut: two members
+    assert len(two) == 2 and two_costs.collective_time(op, nbytes, two) < 0.9 * want
+    # the screen asks for the whole group when it screens the plan
+    calls: list[tuple[Any, ...]] = []
+    group = screen._group
+
+    def spy(*args: Any) -> Any:
+        calls.append(args)
+        return group(*args)
+
+    screen._group = spy  # type: ignore[method-assign]
+    plan = {"gpus": 32, "tp": 4, "pp": 4, "global_batch": 16, "microbatch": 1}
+    screen({**plan, "placement": "dp,pp,tp"})
+    assert calls == [(4, 8, True)]
