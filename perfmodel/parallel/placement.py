@@ -33,10 +33,25 @@ from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.parallel.plan import Hybrid, ParallelismPlan
 from perfmodel.topology import Topology
 
-#: The default order, fastest first (module docstring: the frameworks' sources).
 #: The default rank order, fastest first (pipeline stages outermost; the module docstring
 #: names the frameworks).
 DEFAULT_ORDER = ("tp", "dp", "pp")
+
+
+def rank_strides(order: tuple[str, ...], dp: int, pp: int, tp: int) -> tuple[int, int, int]:
+    """``(dp, pp, tp)`` rank strides of the mixed radix in ``order`` (fastest first) for
+    dimensions of ``dp`` (the plan's ``dp x cp``), ``pp`` and ``tp`` ranks: the first
+    dimension's stride is 1, each next one's the product of the sizes before it.
+
+    >>> rank_strides(DEFAULT_ORDER, 2, 2, 4), rank_strides(("tp", "pp", "dp"), 2, 2, 4)
+    ((4, 8, 1), (8, 4, 1))
+    """
+    size = {"dp": dp, "pp": pp, "tp": tp}
+    stride, out = 1, {}
+    for d in order:
+        out[d] = stride
+        stride *= size[d]
+    return out["dp"], out["pp"], out["tp"]
 
 
 @dataclass(frozen=True)
@@ -63,14 +78,9 @@ class Placement:
 
     @cached_property
     def _strides(self) -> tuple[int, int, int]:
-        """``(dp, pp, tp)`` rank strides of the mixed radix in ``order`` (computed once; not a
-        field: equality and hashing ignore it)."""
-        size = {"dp": self.dp, "pp": self.pp, "tp": self.tp}
-        stride, out = 1, {}
-        for d in self.order:
-            out[d] = stride
-            stride *= size[d]
-        return out["dp"], out["pp"], out["tp"]
+        """``(dp, pp, tp)`` rank strides of the mixed radix in ``order`` (:func:`rank_strides`,
+        computed once; not a field: equality and hashing ignore it)."""
+        return rank_strides(self.order, self.dp, self.pp, self.tp)
 
     def rank(self, dp_rank: int, pp_rank: int, tp_rank: int) -> int:
         """Global rank of a coordinate (mixed radix in ``order``)."""

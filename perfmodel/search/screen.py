@@ -26,8 +26,8 @@ component models, but evaluates one representative rank per pipeline stage in cl
   (the slower of the two is the pipeline's bottleneck stage). Recomputation adds the forward
   of the recomputed layers to the backward (``ComputeModel.workload_time`` rules).
 - **expert / context parallelism** (``ep``, ``cp``): expert all-to-alls timed on a group of
-  ``ep`` ranks ``tp`` apart, exposed in full; ring attention's exchange on ``cp`` ranks ``tp``
-  apart, exposed beyond the attention as the lowering exposes it
+  ``ep`` ranks the data stride apart (``tp`` by default), exposed in full; ring attention's
+  exchange on ``cp`` such ranks, exposed beyond the attention as the lowering exposes it
   (:func:`perfmodel.parallel.segment_comm.cp_pass_exposed_s`: the cost model's unequal ring
   steps, the base's ``cp_comm``, the stack's implementation, each pass its own formula); both
   in the ``tp_comm_s`` column. The exchange's bytes are the stack's: PyTorch's ring (K/V
@@ -36,8 +36,8 @@ component models, but evaluates one representative rank per pipeline stage in cl
   nemo). Gradients are reduced over ``dp x cp`` ranks; the experts' smaller expert
   data-parallel group is left to ``predict`` (its sharded state is in the memory).
 - **tensor-parallel collectives**: every ``LayerCost.fwd_comm``/``bwd_comm`` timed by the
-  topology's ``CommCostModel`` on a representative group (consecutive GPUs, Megatron rank
-  order ``tp`` fastest, crossing servers when ``tp`` > GPUs per server), per phase; full
+  topology's ``CommCostModel`` on a representative group (consecutive GPUs in the default
+  order, ``tp`` fastest, crossing servers when ``tp`` > GPUs per server), per phase; full
   recomputation repeats the forward collectives in the backward. Where the plan's recipe
   overlaps them (``Recipe.tp_comm``: Megatron-Core ``tp_comm_overlap``) each phase is split
   by the lowering's own rule
@@ -51,20 +51,22 @@ component models, but evaluates one representative rank per pipeline stage in cl
   ``pp - 1`` stages' micro-batch times (the first, the last and ``pp - 2`` stages of blocks,
   each with its collectives after its compute) over ``v`` interleaved chunks, in units of
   the bottleneck's overlapped micro-batch time: ``pp - 1`` of it for equal stages.
-- **rank order**: the default (``placement`` ``tp,dp,pp``, pipeline stages outermost); a plan
-  or base with another placement is refused (:class:`~perfmodel.errors.ConfigError`), as its
-  strides are not the ones priced here.
+- **rank order**: the plan's ``placement`` (default ``tp,dp,pp``, pipeline stages outermost):
+  every group below is strided as predict places it
+  (:func:`perfmodel.parallel.placement.rank_strides`), from rank 0.
 - **pipeline point-to-point**: each micro-batch sends its boundary activation forward and its
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
   optimisation, SC21 section 4.1), the ``min(gpus_per_node, tp x min(dp x cp,
-  max(1, gpus_per_node // tp)))`` pairs of one server sending at once (every replica of a stage sends, sharing the server's NICs:
-  ``PlanScreen._p2p_pairs``, as the lowering prices them); ``(m + pp - 1) * v`` exposed
-  transfers of each direction (no overlap: an upper bound).
+  max(1, gpus_per_node // tp)))`` pairs of one server sending at once (every replica of a
+  stage sends, sharing the server's NICs, as the lowering prices them), every distinct stage
+  boundary priced (``PlanScreen._p2p_boundaries``) and the slowest pacing the pipeline:
+  ``(m + pp - 1) * v`` exposed transfers of each direction at its time (no overlap: an upper
+  bound).
 - **data-parallel communication** as the plan's recipe runs it
   (:func:`perfmodel.search.screen_overlap.dp_exposed`: ``grad_reduce_op`` of
   ``grad_reduce_bytes``, gathers of ``gather_bytes``, ``sharding``, the ``grad_comm`` /
-  ``param_gather`` overlap, ``bucket_bytes``), over ``dp x cp`` ranks ``tp`` apart (the
-  lowering's default placement, pipeline stages outermost), priced by the topology's ``CommCostModel`` on the group, or on two
+  ``param_gather`` overlap, ``bucket_bytes``), over ``dp x cp`` ranks the placement's data
+  stride apart (``tp`` by default), priced by the topology's ``CommCostModel`` on the group, or on two
   servers of it extended as a ring extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP
   gathers before every micro-batch's forward and backward and reduce-scatters in its
   backward, each phase exposing what it moves beyond its compute; ZeRO-2 reduce-scatters
@@ -125,7 +127,7 @@ from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
-from perfmodel.parallel.placement import DEFAULT_ORDER
+from perfmodel.parallel.placement import rank_strides
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
 from perfmodel.search.plans import PLAN_KEYS
@@ -144,6 +146,7 @@ from perfmodel.search.screen_overlap import (
     stage_issue_lead_s,
     tp_phase_s,
 )
+from perfmodel.search.screen_ranks import boundary_probes
 
 
 @dataclass(frozen=True)
@@ -327,17 +330,18 @@ class PlanScreen:
         self.cp_impl = CPImpl.for_fusion(self.recipe.fusion)
         self._args = _frozen_args(self.model_args)
         self._costs: dict[int, Any] = {}
-        # keys: (batch, tp, sp, ep, cp, kernels); (mb, tp, pp, recompute, sp, ep, cp, kernels);
-        # (mb, tp, recompute, sp, ep, cp, kernels), ``kernels`` the index of a KernelRecipe
+        # keys: (batch, tp, sp, ep, cp, kernels); _stage's and _parts' arguments, ``kernels``
+        # the index of a KernelRecipe, ``strides`` the placement's (tp, dp) rank strides
         self._wl_cache: dict[tuple[int, int, bool, int, int, int], Any] = {}
-        self._stage_cache: dict[tuple[int, int, int, str, bool, int, int, int], _StageCosts] = {}
-        self._parts_cache: dict[tuple[int, int, str, bool, int, int, int], StackParts] = {}
+        self._stage_cache: dict[tuple[Any, ...], _StageCosts] = {}
+        self._parts_cache: dict[tuple[Any, ...], StackParts] = {}
         self._results: dict[str, dict[str, Any]] = {}
         self._recipes: dict[Any, Any] = {}  # ParallelismPlan -> its Recipe
         self._kernel_ids: dict[tuple[Any, int], int] = {}  # (plan, micro-batches) -> kernels
         # KernelRecipe by index; 0: the base's recipe at one micro-batch
         self._kernels: list[Any] = [self.recipe.kernels(1)]
         self._dp_times: dict[tuple[Any, float, int, int], float] = {}  # _dp_collective_s
+        self._p2p_cache: dict[tuple[Any, ...], list[tuple[list[tuple[str, str]], Any]]] = {}
         self._tp_over: dict[tuple[str, float, float, float], float] = {}  # _phase_s
         self._leads: dict[tuple[Any, ...], tuple[_StageCosts, float]] = {}  # _issue_lead_s
         self.gpus_per_node = one.gpus_per_node
@@ -379,44 +383,48 @@ class PlanScreen:
             self._costs[nodes] = c
         return c
 
-    def _group(self, size: int, stride: int) -> tuple[tuple[str, ...], Any]:
-        """A representative group of ``size`` ranks ``stride`` apart in the default rank order
-        (:mod:`perfmodel.parallel.placement`: tp, then dp with cp fastest inside, then pp)."""
+    def _group(self, size: int, stride: int, whole: bool = False) -> tuple[tuple[str, ...], Any]:
+        """A representative group of ``size`` ranks ``stride`` apart (the plan's placement,
+        :func:`perfmodel.parallel.placement.rank_strides`: by default tp, then dp with cp
+        fastest inside, then pp), from rank 0. A group of one member per server over more
+        than two servers is two members on two (the per-GPU inter-server path), or with
+        ``whole`` (the tensor-parallel group of an order that puts it outside the data
+        axis) all ``size`` members, server ``i`` holding member ``i``."""
+        gpn = self.gpus_per_node
         span = (size - 1) * stride + 1
-        nodes = max(1, math.ceil(span / self.gpus_per_node))
-        if nodes > 2 and stride >= self.gpus_per_node:
-            # one member per server: two servers show the per-GPU inter-server path
-            nodes = 2
-            members = tuple(self._topology(2).gpus[i * self.gpus_per_node] for i in range(2))
-            return members, self._system_costs(2)
+        nodes = max(1, math.ceil(span / gpn))
+        if nodes > 2 and stride >= gpn:
+            nodes = size if whole else 2
+            g, off = self._topology(nodes).gpus, stride if whole else 0
+            members = tuple(g[i * gpn + i * off % gpn] for i in range(nodes))
+            return members, self._system_costs(nodes)
         topo = self._topology(nodes)
         return tuple(topo.gpus[i * stride] for i in range(size)), self._system_costs(nodes)
 
-    def _p2p_pairs(self, tp: int, n: int) -> tuple[list[tuple[str, str]], Any]:
-        """The pipeline sends between neighbour stages, ``tp x n`` ranks apart (the default
-        rank order, ``n = dp x cp``), that leave one server at once, and their cost models:
-        tensor-parallel rank ``t`` of replica ``d`` to the same rank of the next stage, for
-        the ``min(gpus_per_node, tp x min(n, max(1, gpus_per_node // tp)))`` ranks of the first
-        server (every one of them when ``tp >= gpus_per_node``; every replica of a stage sends at once, so on a server with fewer
-        NICs than GPUs the pairs share them, as
-        :meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.p2p` prices them). A
-        neighbour a server or more away is priced on two servers (rank ``r``'s partner is GPU
-        ``(r + stride) mod gpus_per_node`` of the second)."""
-        gpn = self.gpus_per_node
-        stride = tp * n
-        senders = min(gpn, tp * min(n, max(1, gpn // tp)))
-        if stride >= gpn:
-            topo = self._topology(2)
-            g = topo.gpus
-            pairs = [(g[r], g[gpn + (r + stride) % gpn]) for r in range(senders)]
-            return pairs, self._system_costs(2)
-        nodes = math.ceil((senders + stride) / gpn)
-        g = self._topology(nodes).gpus
-        return [(g[r], g[r + stride]) for r in range(senders)], self._system_costs(nodes)
+    def _p2p_boundaries(
+        self, tp: int, n: int, pp: int, wrap: bool, strides: tuple[int, int, int]
+    ) -> list[tuple[list[tuple[str, str]], Any]]:
+        """The pipeline sends of every distinct stage boundary (``n = dp x cp``, the placement's
+        ``(dp, pp, tp)`` ``strides``, ``wrap`` for the interleaved schedule's last-to-first
+        boundary: :func:`perfmodel.search.screen_ranks.boundary_probes`), each on its probe
+        topology, with its cost model; cached. The pairs are the lowering's
+        (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.p2p`: every replica of a
+        stage that fits beside replica 0's ``tp`` ranks on one server sends at once, so on a
+        server with fewer NICs than GPUs they share them), at most ``gpus_per_node``; the
+        slowest boundary paces the pipeline (:meth:`_evaluate`)."""
+        key = (tp, n, pp, wrap, strides)
+        hit = self._p2p_cache.get(key)
+        if hit is None:
+            hit = []
+            for local, nodes in boundary_probes(tp, n, pp, wrap, strides, self.gpus_per_node):
+                g = self._topology(nodes).gpus
+                hit.append(([(g[x], g[y]) for x, y in local], self._system_costs(nodes)))
+            self._p2p_cache[key] = hit
+        return hit
 
     def _dp_collective_s(self, op: Any, nbytes: float, n: int, stride: int) -> float:
         """Seconds of ``op`` of ``nbytes`` (nccl-tests convention) over ``n`` data-parallel
-        ranks ``stride`` apart (the default rank order), priced by the topology's
+        ranks ``stride`` apart (the placement's), priced by the topology's
         ``CommCostModel`` (predict's: NCCL's channels over every NIC of a server, its
         protocols and latencies) on the group itself or on its two-server representative
         (:func:`perfmodel.search.screen_overlap.ring_representative`), cached per key."""
@@ -439,14 +447,16 @@ class PlanScreen:
         rc: Any,
         st: _StageCosts,
         n: int,
-        tp: int,
+        stride: int,
         pp: int,
         m: int,
         phases: tuple[float, float],
         schedule: str,
     ) -> float:
         """Data-parallel seconds exposed per step of the stage ``st`` over ``n = dp x cp``
-        ranks ``tp`` apart (the default rank order, pipeline stages outermost) beside micro-batches of ``phases`` (forward, backward) seconds
+        ranks ``stride`` apart (the placement's data-parallel stride: ``tp`` in the default
+        order, pipeline stages outermost) beside micro-batches of ``phases`` (forward,
+        backward) seconds
         (:func:`perfmodel.search.screen_overlap.dp_exposed`, :meth:`_dp_collective_s`).
         Context-parallel ranks reduce the dense gradients with the replicas; the experts'
         smaller expert data-parallel group is not told apart here. Without interleaving every
@@ -460,7 +470,7 @@ class PlanScreen:
         fill = pp if pp > 1 and not interleaved else 1
 
         def coll(op: Any, nbytes: float) -> float:
-            return self._dp_collective_s(op, nbytes, n, tp)
+            return self._dp_collective_s(op, nbytes, n, stride)
 
         return sum(dp_exposed(rc, st.stage_params, m, phases[0], phases[1], coll, fill))
 
@@ -498,8 +508,9 @@ class PlanScreen:
         return hit
 
     def _parts(
-        self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
-    ) -> StackParts:
+        self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0,
+        *, strides: tuple[int, int] | None = None,
+    ) -> StackParts:  # fmt: skip
         """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
 
         A stack (:class:`~perfmodel.workload.layers.StackedLayers`) is read as the layers
@@ -508,12 +519,13 @@ class PlanScreen:
         adds the same numbers in the same order as a layer-by-layer loop (a copy prices as
         its block: equal cost fields), so the reports are bit-equal to reading the layers one
         by one (``tests/search/test_screen_stack.py``)."""
-        key = (mb, tp, recompute, sp, ep, cp, kern)
+        strides = strides or (1, tp)
+        key = (mb, tp, recompute, sp, ep, cp, kern, strides)
         hit = self._parts_cache.get(key)
         if hit is not None:
             return hit
         wl = self._workload(mb, tp, sp, ep, cp, kern)
-        times = self._times(tp, recompute, ep, cp)
+        times = self._times(tp, recompute, ep, cp, strides)
         # The blocks, read without making a stack's copies (whole_copies): the layers before
         # the copies and after them one by one, the copies as their block and its indices.
         # Every sum below adds the same numbers in the same order as a layer-by-layer loop.
@@ -573,21 +585,25 @@ class PlanScreen:
         return hit
 
     def _times(
-        self, tp: int, recompute: str, ep: int, cp: int
+        self, tp: int, recompute: str, ep: int, cp: int, strides: tuple[int, int] | None = None
     ) -> Callable[[Sequence[Any]], tuple[float, ...]]:
         """``times(layers) ->`` the :data:`~perfmodel.search.screen_layout.SUMS` seconds of one
         micro-batch of ``layers``: recomputation charged per ``recompute``, the tensor-parallel
         collectives of a ``tp`` group per phase, expert all-to-alls in full and ring attention
-        beyond the attention it hides under (``ep``/``cp`` groups ``tp`` ranks apart, Megatron
-        order)."""
+        beyond the attention it hides under. ``strides``: the placement's ``(tp, dp)`` rank
+        strides (default ``(1, tp)``, Megatron's order): the tensor-parallel group's, and the
+        data axis's, along which the ``ep``/``cp`` groups run (as
+        :func:`perfmodel.parallel.expert.context_groups` and, for ``etp = tp``,
+        :func:`~perfmodel.parallel.expert.expert_groups` take them)."""
         costs = self._system_costs(1)
         from perfmodel.parallel.lowering import _tp_reduce_scattered
         from perfmodel.parallel.segment_comm import cp_pass_exposed_s
         from perfmodel.workload.memory import is_selectively_recomputed
 
-        tp_group, tp_costs = self._group(tp, 1) if tp > 1 else ((), costs)
-        # expert / context groups: ep or cp ranks tp apart (Megatron order, etp = tp)
-        other = {g: self._group(n, tp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
+        s_tp, s_dp = strides or (1, tp)
+        tp_group, tp_costs = self._group(tp, s_tp, True) if tp > 1 else ((), costs)
+        # expert / context groups: ep or cp ranks along the data axis (etp = tp)
+        other = {g: self._group(n, s_dp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
 
         def side_comm(la: Any, lf: float, lb: float) -> float:
             """Expert all-to-alls in full, ring attention beyond the attention it hides under
@@ -657,12 +673,15 @@ class PlanScreen:
         ep: int = 1,
         cp: int = 1,
         kern: int = 0,
+        strides: tuple[int, int] | None = None,
     ) -> _StageCosts:
-        key = (mb, tp, pp, recompute, sp, ep, cp, kern)
+        """The bottleneck stage's costs of one shape (``strides``: :meth:`_times`), cached."""
+        strides = strides or (1, tp)
+        key = (mb, tp, pp, recompute, sp, ep, cp, kern, strides)
         hit = self._stage_cache.get(key)
         if hit is not None:
             return hit
-        pt = self._parts(mb, tp, recompute, sp, ep, cp, kern)
+        pt = self._parts(mb, tp, recompute, sp, ep, cp, kern, strides=strides)
         blocks = pt.blocks
         if pp > max(len(blocks), 1):
             raise InfeasiblePlanError(
@@ -789,7 +808,9 @@ class PlanScreen:
             capacity_bytes=self.capacity_bytes,
         )
 
-    def _plan_memory_bytes(self, plan: Any, per_replica: int) -> float:
+    def _plan_memory_bytes(
+        self, plan: Any, per_replica: int, strides: tuple[int, int] | None = None
+    ) -> float:
         """The memory :meth:`_evaluate` states for ``plan`` (the larger of its first and last
         stage, :meth:`_memory`), bytes.
 
@@ -815,6 +836,7 @@ class PlanScreen:
             plan.ep,
             plan.cp,
             self._kernel_id(plan, m),
+            strides,
         )
         rc = self._plan_recipe(plan)
         return max(
@@ -823,7 +845,9 @@ class PlanScreen:
             if wl is not None
         )
 
-    def _auto_microbatch(self, plan: Any, per_replica: int) -> tuple[Any, str | None]:
+    def _auto_microbatch(
+        self, plan: Any, per_replica: int, strides: tuple[int, int] | None = None
+    ) -> tuple[Any, str | None]:
         """``plan`` with the micro-batch ``predict`` runs a plan without one, and the reason
         predict states for it (``None`` where the derived one stays): the rule of
         :func:`perfmodel.pipeline.autosize.auto_microbatch` (the whole replica batch where it
@@ -840,7 +864,9 @@ class PlanScreen:
 
         def fits(mb: int) -> bool:
             try:
-                used = self._plan_memory_bytes(replace(plan, microbatch_size=mb), per_replica)
+                used = self._plan_memory_bytes(
+                    replace(plan, microbatch_size=mb), per_replica, strides
+                )
             except InfeasiblePlanError:
                 return False
             return used <= self.capacity_bytes
@@ -869,20 +895,16 @@ class PlanScreen:
         # the interleaved schedule, recomputation), with predict's checks of the batch split
         gpus = int({**self.base, **scenario}["gpus"])
         parsed = _parsed_plan(self.base, scenario)
-        if tuple(parsed.placement) != DEFAULT_ORDER:
-            # the screen's groups are strided for the default order only (_group, _p2p_pairs,
-            # _dp_collective_s): refused, not silently priced in another order
-            raise ConfigError(
-                f"the plan screen prices the default rank order placement="
-                f"{','.join(DEFAULT_ORDER)} only, got placement={','.join(parsed.placement)}; "
-                "drop the placement to search, or predict the plan with it",
-                value=",".join(parsed.placement),
-                where="placement",
-            )
         plan, per_replica = plan_for(parsed, gpus)
+        # the rank strides of the plan's placement, as predict places it (placement.place):
+        # the groups below are the ones predict's lowering prices
+        s_dp, s_pp, s_tp = rank_strides(
+            tuple(parsed.placement), plan.dp * plan.cp, plan.pp, plan.tp
+        )
+        strides = (s_tp, s_dp)
         chosen = None  # without a micro-batch: predict's choice (the search always names one)
         if parsed.microbatch is None:
-            plan, chosen = self._auto_microbatch(plan, per_replica)
+            plan, chosen = self._auto_microbatch(plan, per_replica, strides)
         dp, tp, pp, ep, cp = plan.dp, plan.tp, plan.pp, plan.ep, plan.cp
         # learners share a GPU under Crossbow only (predict runs any other mode as one learner)
         k = plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1
@@ -895,7 +917,7 @@ class PlanScreen:
         # the kernels predict builds this plan's workload with (fusion, FP8 casts, FSDP2's
         # copies, the FP8 weight cast's share of each of the m micro-batches)
         kern = self._kernel_id(plan, m)
-        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern)
+        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern, strides)
         # each phase's tensor-parallel collectives after its compute, or beside it as the
         # recipe overlaps them (Megatron-Core tp_comm_overlap: the lowering's split)
         overlap = rc.tp_comm.overlap
@@ -910,10 +932,12 @@ class PlanScreen:
         p2p = 0.0
         if pp > 1:
             # Megatron's scatter/gather optimisation (SC21 section 4.1): each TP rank sends 1/tp
+            # the slowest stage boundary paces the pipeline: every send priced at its time
             nbytes = st.p2p_bytes / tp
-            pairs, costs = self._p2p_pairs(tp, dp * cp)
-            p2p = (m + pp - 1) * v * 2 * costs.transfers_time(pairs, nbytes)
-        dp_s = self._dp_s(rc, st, dp * cp, tp, pp, m, (seg_f, seg_b), schedule)
+            sends = self._p2p_boundaries(tp, dp * cp, pp, v > 1, (s_dp, s_pp, s_tp))
+            slowest = max(costs.transfers_time(pairs, nbytes) for pairs, costs in sends)
+            p2p = (m + pp - 1) * v * 2 * slowest
+        dp_s = self._dp_s(rc, st, dp * cp, s_dp, pp, m, (seg_f, seg_b), schedule)
         opt_params = st.stage_params / (dp * cp if rc.sharding.stage >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
         t = compute + m * comm_mb + bubble + p2p + dp_s
