@@ -371,12 +371,13 @@ def _flat_events(
     order, the gather, the TP piece from ``h`` to ``e`` (:func:`_pieces`' one piece: ``e`` is
     the list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction,
     at the times :func:`perfmodel.sim.chains.chain_rows` makes (the same recurrence inline,
-    without a row tuple per segment)."""
+    ``h`` too, without a row tuple per segment)."""
     ce, fg, fr, two, one = entry[-5:]
-    for (g, _, x, r), h in zip(flat, entry, strict=False):
+    for g, c, x, r in flat:
         gs = fg if fg >= two else two
         fg = ge = gs + g
         cs = ce if ce >= ge else ge
+        h = cs + c
         ce = e = h + x
         two = one
         one = h
@@ -435,10 +436,11 @@ def _flat_split(
     ce, fg, fr, two, one = entry[-5:]
     put_t, put_k = ct.extend, tk.extend
     last = ct[-1] if ct else -math.inf
-    for (g, _, x, r), h in zip(flat, entry, strict=False):
+    for g, c, x, r in flat:
         gs = fg if fg >= two else two
         fg = ge = gs + g
         cs = ce if ce >= ge else ge
+        h = cs + c
         ce = e = h + x
         two = one
         one = h

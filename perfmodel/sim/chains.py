@@ -7,9 +7,10 @@ reduction), computed inside :func:`perfmodel.sim.engine._list_schedule` with the
 floating-point operations, so every time is bit for bit theirs:
 
 * :func:`_chain`: a chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments
-  (marks and the values it started from kept; the rest of its rows made again on demand,
-  :func:`chain_rows`); :func:`_chain_runs`: the general recurrence (hidden gather runs, a
-  ``then_s`` of more than one piece), a row per item;
+  (the marks the lowering reads and the values it started from kept; its rows and other
+  marks made again on demand, :func:`chain_rows`, :func:`_early_mark`); :func:`_chain_runs`:
+  the general recurrence (hidden gather runs, a ``then_s`` of more than one piece), a row
+  and a mark per item;
 * :func:`_encoded_end`, :func:`_anchors`, :func:`_anchor_end`: the ends encoded dependencies
   stand for (a chain's marks, an operation task's pieces), as the list schedule reads them;
   :func:`mark_count`, a chain's marks.
@@ -21,8 +22,8 @@ The flat chains' recurrence (``g_i = max(g free, h_{i-2}) + G_i``, ``cs_i = max(
 g_i's end)``, ``h_i = cs_i + C_i``, ``e_i = h_i + T_i``, ``r_i = max(r free, e_i) + R_i``) is
 written five times, each with the same operations on the same values so that every time is
 bit for bit the same (kept apart for speed: each is a hot loop over ~37,000 segments of the
-gather-bound GPT-3 175B FSDP plan): :func:`_chain`'s two loops (reducing or not: the marks),
-:func:`chain_rows` (the rows, from the marks and the five start values), and
+gather-bound GPT-3 175B FSDP plan): :func:`_chain`'s two loops (reducing or not),
+:func:`chain_rows` (the rows and marks, from the five start values), and
 ``perfmodel.report.step_breakdown``'s ``_flat_events`` (the breakdown's events) and
 ``_flat_split`` (the same with the compute stream as transitions). A change to it goes in
 all five; ``tests/sim/test_lazy_chain_rows.py`` compares them with :func:`_chain_runs`'
@@ -38,6 +39,7 @@ from perfmodel.parallel.taskgraph import (
     HEAD,
     ROW_COMPUTE_START,
     SENT,
+    ChainRow,
     ChainSegment,
     ChainStatic,
     ChainTask,
@@ -48,7 +50,8 @@ from perfmodel.parallel.taskgraph import (
 #: (:data:`~perfmodel.parallel.taskgraph.CHAIN`; ``entry[j]`` is mark ``j`` for ``j <= m``,
 #: ``m`` = :func:`mark_count` less one: one mark per segment, two per hidden gather run, then
 #: mark ``m``, the last reduction's end) followed by, for a chain of
-#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`), the five
+#: :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`; its
+#: marks ``0 .. m - 3`` left ``None`` until read, :func:`_early_mark`), the five
 #: values its recurrence started from (``s``: when its compute stream and dependencies let it
 #: start; the gather and reduction streams' free times; anchor two, anchor one), from which
 #: :func:`chain_rows` makes its rows on demand; for another chain (:func:`_chain_runs`), its
@@ -58,7 +61,8 @@ from perfmodel.parallel.taskgraph import (
 #: the young collection walks; three before wave 14). Read rows through :func:`chain_rows` /
 #: ``Timeline.chain_rows``, marks through :func:`chain_marks` (the last item tells the two
 #: kinds apart: rows are a list, a start value a float). The list schedule reads a mark by its
-#: index unchecked (:func:`_encoded_end`, the anchors): an index past the marks would read a
+#: index (:func:`_encoded_end`, the anchors; ``None``: :func:`_early_mark`), its range
+#: unchecked: an index past the marks would read a
 #: start value or the rows (``tests/sim/test_lazy_chain_rows.py`` checks every encoded index
 #: of the tested graphs is a mark).
 ChainEntry = list[Any]
@@ -70,6 +74,21 @@ ChainEntry = list[Any]
 #: 175B FSDP dp8 tp16 pp8 interleaved's 6,144 chains.
 SHIFT = SENT.bit_length() - 1
 LOW = SENT - 1
+
+#: Flat chains (:attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat`) through :func:`_chain`'s
+#: own recurrence, which keeps no rows and of the marks only the last two ``h`` (the next
+#: chain's anchors) and mark ``n`` (the entry's other marks ``None``, made where read:
+#: :func:`_early_mark`); ``False``: every chain through :func:`_chain_runs`, the general
+#: recurrence that keeps every mark and row, the direct path the tests compare with
+#: (``tests/sim/test_lazy_chain_rows.py``). Issue 27: storing each ``h`` was ~1.5-2 ms of the
+#: ~13 ms list schedule of GPT-3 175B FSDP dp8 tp16 pp8 interleaved (37,632 segments).
+FLAT_CHAINS = True
+
+_ROW_HEAD = ChainRow._fields.index("head_end_s")  # a row's h (its first compute's end)
+
+#: Per segment count ``n``, the ``n - 2`` marks a flat chain leaves ``None`` (:func:`_chain`):
+#: one unpacking makes an entry (~0.12 us against ~0.23 for a list of ``None`` filled in)
+_PADS: dict[int, list[None]] = {}
 
 
 def _encoded_end(
@@ -84,7 +103,8 @@ def _encoded_end(
     chain task (``chain_mark``)."""
     if d >= CHAIN:
         d -= CHAIN
-        return chains[d & LOW][d >> SHIFT]  # type: ignore[no-any-return]
+        e = chains[d & LOW][d >> SHIFT]
+        return _early_mark(d, tasks, chains) if e is None else e  # type: ignore[no-any-return]
     d -= HEAD
     j = d >> SHIFT
     d &= LOW
@@ -114,13 +134,15 @@ def _chain(
     G_i``); its compute when the previous one ended (``s`` for the first) and its gather did,
     ends ``h_i`` after its first compute and ``e_i`` after its ``then_s``; its reduction (if
     the operation reduces) when the reduction stream is free and ``e_i``, for ``R_i``. Records
-    the marks and per-segment times in ``chains`` and the gather and reduction streams' free
-    times in ``free``; with ``busy`` (``_chain_mode``), adds each compute's ``e_i - cs_i``
+    in ``chains`` the marks the lowering reads (``h_{n-2}``, ``h_{n-1}``: the next chain's
+    anchors; mark ``n``, the last reduction's end; the earlier marks ``None``, made where
+    read by :func:`_early_mark`) and the five values the rows are made from again
+    (:func:`chain_rows`), and the gather and reduction streams' free times in ``free``; with ``busy`` (``_chain_mode``), adds each compute's ``e_i - cs_i``
     to ``busy[t.device]`` in order (``(b + e_i) - cs_i``, as ``_compute_busy`` read the rows)."""
     static, a0, a1 = t.chain
     flat = static.flat
     dev = t.device
-    if flat is None:  # hidden gather runs, or a then_s of more than one piece
+    if flat is None or not FLAT_CHAINS:  # hidden gather runs, or a then_s of more than one piece
         return _chain_runs(t, s, free, start, end, tasks, chains, busy)
     gk = (dev, static.gather_stream)
     fg = fg0 = free.get(gk, 0.0)  # fg0 ... one0: what the rows start from (chain_rows)
@@ -131,17 +153,20 @@ def _chain(
     if a0 >= CHAIN and a1 >= CHAIN:
         x = a0 - CHAIN
         two = two0 = chains[x & LOW][x >> SHIFT]
+        if two is None:  # a flat chain's mark before its last two (FLAT_CHAINS)
+            two = two0 = _early_mark(x, tasks, chains)
         x = a1 - CHAIN
         one = one0 = chains[x & LOW][x >> SHIFT]
+        if one is None:
+            one = one0 = _early_mark(x, tasks, chains)
     else:
         two, one = two0, one0 = _anchors(a0, a1, start, end, tasks, chains)
-    marks: list[float] = []
-    add_mark = marks.append
     ce = s
     b = 0.0 if busy is None else busy.get(dev, 0.0)
     # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
-    # reduction when the reduction stream is free and e_i. Kept: h (the marks); the rest of
-    # the row (each compute's start too) is made again on demand (chain_rows)
+    # reduction when the reduction stream is free and e_i. Kept: the last two h (the next
+    # chain's anchors, in ``two`` and ``one`` after the loop); every other value of the rows
+    # (each h too) is made again on demand (chain_rows)
     if static.reducing:
         for g, c, x, r in flat:
             fg = (fg if fg >= two else two) + g  # max(stream free, anchor): one of the two
@@ -149,7 +174,6 @@ def _chain(
             h = cs + c
             ce = e = h + x
             b = b + e - cs
-            add_mark(h)
             two = one
             one = h
             fr = (fr if fr >= e else e) + r
@@ -160,16 +184,24 @@ def _chain(
             h = cs + c
             ce = h + x
             b = b + ce - cs
-            add_mark(h)
             two = one
             one = h
     free[gk] = fg
     if static.reducing:
         free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
-    marks += (fr, s, fg0, fr0, two0, one0)  # mark n, then what the rows start from
+    # marks 0 .. n - 3 left None (made by _early_mark where read), n - 2 and n - 1 the last
+    # two h, mark n, then what the rows start from: the kept layout, as long
+    n = len(flat)
+    if n > 1:
+        pad = _PADS.get(n)
+        if pad is None:
+            pad = _PADS[n] = [None] * (n - 2)
+        entry: ChainEntry = [*pad, two, one, fr, s, fg0, fr0, two0, one0]
+    else:
+        entry = [one, fr, s, fg0, fr0, two0, one0]
     if busy is not None:
         busy[dev] = b
-    chains[t.tid] = marks
+    chains[t.tid] = entry
     # the first compute's start, again: max(s, g_0's end), the loop's first operations
     ge = (fg0 if fg0 >= two0 else two0) + flat[0][0]
     return (s if s >= ge else ge), ce
@@ -189,7 +221,25 @@ def chain_marks(static: ChainStatic, entry: ChainEntry) -> list[float]:
     n = mark_count(static)
     # after the marks: the rows (one list) or the five values the recurrence started from
     assert len(entry) == n + (1 if type(entry[-1]) is list else 5), "entry of another chain"
-    return entry[:n]
+    if type(entry[-1]) is list:
+        return entry[:n]
+    # a flat chain keeps its last two h and mark n only (_chain): each h made again
+    return [row[_ROW_HEAD] for row in chain_rows(static, entry)] + [entry[n - 1]]
+
+
+def _early_mark(x: int, tasks: tuple[Task, ...], chains: dict[int, ChainEntry]) -> float:
+    """Mark ``j`` of chain ``tid`` (``x = j * SENT + tid``, an encoded dependency less
+    ``CHAIN``) where :func:`_chain` left it ``None``: a flat chain keeps only the marks the
+    lowering reads (its last two ``h``, the next chain's anchors, and mark ``n``, the last
+    reduction's end: ``perfmodel.parallel.lower_hidden`` ``_chain_static``); an earlier one,
+    which only a hand-made graph reads, is its row's ``h`` (:func:`chain_rows`: the same
+    operations on the same values, so bit for bit the ``h`` the list schedule computed),
+    written into the entry with every other early mark."""
+    tid, j = x & LOW, x >> SHIFT
+    entry = chains[tid]
+    for i, row in enumerate(chain_rows(tasks[tid].chain[0], entry)[:-2]):  # type: ignore[attr-defined]
+        entry[i] = row[_ROW_HEAD]
+    return entry[j]  # type: ignore[no-any-return]
 
 
 def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]]:
@@ -198,23 +248,24 @@ def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]
     hidden gather run's as :class:`~perfmodel.parallel.taskgraph.ChainRunRow`).
 
     A chain of :attr:`~perfmodel.parallel.taskgraph.ChainStatic.flat` segments (:func:`_chain`)
-    keeps only its marks ``h_i`` and the five values it started from (``s``, the gather and
-    reduction streams' free times, the two anchors): the rest of each row is the same
-    recurrence made again with the same operations on the same values (``g_i = max(g free,
-    anchor) + G_i``, the anchor ``h_{i-2}``; ``cs_i = max(e_{i-1}, g_i's end)``, ``e_{-1} =
-    s``; ``e_i = h_i + T_i``; ``r_i = max(r free, e_i) + R_i``), so every time is bit for bit
-    the one :func:`_chain` computed (tested against :func:`_chain_runs`' eager rows). Other
-    chains keep their rows."""
+    keeps only its last two marks ``h``, mark ``n`` and the five values it started from
+    (``s``, the gather and reduction streams' free times, the two anchors): each row is the
+    same recurrence made again with the same operations on the same values (``g_i = max(g
+    free, anchor) + G_i``, the anchor ``h_{i-2}``; ``cs_i = max(e_{i-1}, g_i's end)``,
+    ``e_{-1} = s``; ``h_i = cs_i + C_i``; ``e_i = h_i + T_i``; ``r_i = max(r free, e_i) +
+    R_i``), so every time is bit for bit the one :func:`_chain` computed (tested against
+    :func:`_chain_runs`' eager rows). Other chains keep their rows."""
     if type(entry[-1]) is list:  # _chain_runs' entry: its rows, kept
         return entry[-1]  # type: ignore[no-any-return]
     ce, fg, fr, two, one = entry[-5:]
     rows: list[tuple[float, ...]] = []
     add = rows.append
     reducing = static.reducing
-    for (g, _, x, r), h in zip(static.flat, entry, strict=False):  # type: ignore[arg-type]
+    for g, c, x, r in static.flat:  # type: ignore[union-attr]
         gs = fg if fg >= two else two
         fg = ge = gs + g
         cs = ce if ce >= ge else ge
+        h = cs + c
         ce = e = h + x
         if reducing:
             rs = fr if fr >= e else e
@@ -259,8 +310,12 @@ def _chain_runs(
     if a0 >= CHAIN and a1 >= CHAIN:  # an earlier chain's marks, inline (_anchors)
         x = a0 - CHAIN
         two = chains[x & LOW][x >> SHIFT]
+        if two is None:  # not kept (a flat chain's early mark)
+            two = _early_mark(x, tasks, chains)
         x = a1 - CHAIN
         one = chains[x & LOW][x >> SHIFT]
+        if one is None:
+            one = _early_mark(x, tasks, chains)
     else:
         two, one = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
@@ -337,13 +392,11 @@ def _anchors(
     """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
     earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
     if a0 >= CHAIN:
-        x = a0 - CHAIN
-        two = chains[x & LOW][x >> SHIFT]
+        two = _encoded_end(a0, start, end, tasks, chains)
     else:
         two = _anchor_end(a0, start, end, tasks, chains)
     if a1 >= CHAIN:
-        x = a1 - CHAIN
-        return two, chains[x & LOW][x >> SHIFT]
+        return two, _encoded_end(a1, start, end, tasks, chains)
     return two, _anchor_end(a1, start, end, tasks, chains)
 
 

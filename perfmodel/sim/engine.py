@@ -48,6 +48,7 @@ from perfmodel.sim.chains import (
     ChainEntry,
     _chain,
     _dep_end,
+    _early_mark,
     _encoded_end,
     chain_marks,
     chain_rows,
@@ -644,6 +645,8 @@ def _chain_mode(
             elif d >= CHAIN:
                 d -= CHAIN  # divmod(d, SENT) as two bit operations (chains.SHIFT)
                 e = chains[d & LOW][d >> SHIFT]
+                if e is None:  # a flat chain's mark not kept (chains.FLAT_CHAINS)
+                    e = _early_mark(d, tasks, chains)
             else:
                 e = _encoded_end(d, start, end, tasks, chains)
             if e > s:

@@ -45,15 +45,26 @@ GPT = {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000
 
 
 def _eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> Timeline:
-    """``graph``'s list schedule with every chain through ``_chain_runs`` (rows kept), its
-    busy seconds left to ``_compute_busy``'s reading of the rows (as before wave 13)."""
-
-    def eager(t, s, free, start, end, tasks, chains, busy=None):  # type: ignore[no-untyped-def]
-        return sim_chains._chain_runs(t, s, free, start, end, tasks, chains)
-
+    """``graph``'s list schedule with every chain through ``_chain_runs`` (rows and every mark
+    kept: ``sim.chains.FLAT_CHAINS`` off), its busy seconds left to ``_compute_busy``'s
+    reading of the rows (as before wave 13)."""
     with monkeypatch.context() as m:
-        m.setattr(engine, "_chain", eager)
+        m.setattr(sim_chains, "FLAT_CHAINS", False)
         return dataclasses.replace(_list_schedule(graph), busy_s=None)
+
+
+def _assert_marks_kept(graph: TaskGraph, lazy: Timeline, eager: Timeline) -> None:
+    """A flat chain's entry keeps its last two marks and mark ``n`` (``_chain``), the eager
+    ones bit for bit; its earlier marks are ``None`` until a dependency reads one, and then
+    all of them are the eager ones (``_early_mark``)."""
+    for tid, entry in lazy.chains.items():  # type: ignore[union-attr]
+        if type(entry[-1]) is list:
+            continue
+        marks = eager.chain_marks(tid)
+        n = len(marks) - 1  # segments
+        assert entry[max(n - 2, 0) : n + 1] == marks[max(n - 2, 0) :]
+        early = entry[: max(n - 2, 0)]
+        assert early == [None] * len(early) or early == marks[: len(early)]
 
 
 def _assert_lazy_is_eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -62,6 +73,7 @@ def _assert_lazy_is_eager(graph: TaskGraph, monkeypatch: pytest.MonkeyPatch) -> 
     assert (lazy.start_s, lazy.end_s) == (eager.start_s, eager.end_s)
     assert lazy.chains is not None and eager.chains is not None
     assert lazy.chains.keys() == eager.chains.keys()
+    _assert_marks_kept(graph, lazy, eager)
     n = 0
     for tid, entry in lazy.chains.items():
         assert type(eager.chains[tid][-1]) is list  # the reference keeps its rows
@@ -129,6 +141,69 @@ def test_drawn_flat_chains_lazy_equal_eager(
         a0, a1 = (chain_mark(c, n - 2), chain_mark(c, n - 1)) if n > 1 else (a1, chain_mark(c, 0))
     b.add(TaskKind.OPTIMIZER, dev, "compute", 1.0, prev)
     assert _assert_lazy_is_eager(b.build(), monkeypatch=pytest.MonkeyPatch()) == chains
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    segs=st.lists(st.tuples(_SECONDS, _SECONDS, _SECONDS, _SECONDS), min_size=3, max_size=8),
+    reducing=st.booleans(),
+    j=st.integers(0, 5),
+    anchored=st.booleans(),
+)
+def test_early_marks_read_as_eager(
+    segs: list[tuple[float, float, float, float]], reducing: bool, j: int, anchored: bool
+) -> None:
+    """A flat chain keeps only its last two marks and mark ``n`` (``sim.chains.FLAT_CHAINS``);
+    a dependency on an earlier one (a task after it, or the next chain's anchor, which the
+    lowering never makes) reads it through ``_early_mark``: the eager mark bit for bit, every
+    early mark written into the entry, the whole schedule and breakdown the eager ones."""
+    g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
+    r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
+    items = tuple(
+        ChainSegment(g, c, (x,), r if reducing else 0.0, g_spec.group, r_spec.group)
+        for g, c, x, r in segs
+    )
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    static = ChainStatic(items, "zero", "dp", reducing, g_proto, r_proto,
+                         frozenset(("g0", "g1")), None)  # fmt: skip
+    n = len(items)
+    j %= n - 2  # an early mark: below n - 2
+    b = GraphBuilder()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    c = b.add_chain("g0", [x], "F0", 0, 0, (static, -1, x))
+    if anchored:
+        after = b.add_chain("g0", [c], "F1", 1, 0, (static, chain_mark(c, j), chain_mark(c, n - 1)))
+    else:
+        after = b.add(TaskKind.COLLECTIVE, "g0", "other", 0.5, [chain_mark(c, j)])
+    b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, after])
+    graph = b.build()
+    mp = pytest.MonkeyPatch()
+    lazy, eager = _list_schedule(graph), _eager(graph, mp)
+    assert (lazy.start_s, lazy.end_s) == (eager.start_s, eager.end_s)
+    assert lazy.chains[c][: n + 1] == eager.chain_marks(c)  # type: ignore[index]
+    _assert_lazy_is_eager(graph, mp)
+
+
+def test_flat_chain_entry_keeps_the_read_marks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry of a flat chain of five segments: marks 0-2 ``None``, marks 3 and 4 (the
+    next chain's anchors) and 5 (the last reduction's end) kept, then the five start values,
+    as long as the eager entry's marks and start values; with ``FLAT_CHAINS`` off every mark."""
+    spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0",), "auto", CommKind.ZERO)
+    items = tuple(ChainSegment(1.0, 2.0, (0.5,), 0.25, ("g0",), ("g0",)) for _ in range(5))
+    proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=spec)
+    static = ChainStatic(items, "zero", "dp", True, proto, proto, frozenset(("g0",)), None)
+    b = GraphBuilder()
+    c = b.add_chain("g0", [], "F0", 0, 0, (static, -1, -1))
+    b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, chain_mark(c, 5)])
+    tl = _list_schedule(b.build())
+    # the first compute waits on its gather (0-1: h = 1 + 2), each later one on the one
+    # before (h = e + 2, e = h + 0.5); reductions r = max(r free, e) + 0.25
+    assert tl.chains[c][:6] == [None, None, None, 10.5, 13.0, 13.75]  # type: ignore[index]
+    assert len(tl.chains[c]) == 11  # type: ignore[index]
+    assert tl.chain_marks(c) == [3.0, 5.5, 8.0, 10.5, 13.0, 13.75]
+    monkeypatch.setattr(sim_chains, "FLAT_CHAINS", False)
+    assert _list_schedule(b.build()).chains[c][:6] == tl.chain_marks(c)  # type: ignore[index]
 
 
 def _graphs(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> list[TaskGraph]:
