@@ -479,7 +479,8 @@ class GroupMemo:
 
         Why it is :meth:`build`'s answer, bit for bit: the count enters the summary only as
         the fabric loads' multiplier, and
-        :meth:`RingSummary.recount <perfmodel.comm.ring_summary._Summariser.recounted>` gives
+        :attr:`RingSummary.recount <perfmodel.comm.ring_summary.RingSummary.recount>` (the
+        bound :meth:`~perfmodel.comm.ring_summary._Summariser.recounted`) gives
         the rates :func:`~perfmodel.comm.ring_summary.ring_summary` finds over ``n_servers``
         servers; :meth:`GroupAnalysis.build <perfmodel.comm.group.GroupAnalysis.build>` reads
         them only as ``ring_bw_Bps`` and ``inter_bw_Bps`` (their ``numpy_sum``, summed here
@@ -490,7 +491,7 @@ class GroupMemo:
         stages over 32 DGX A100 on rails, then over 16 (the next plan's): 0.8-1.4 ms of ring
         plan and boundary composition for the second.
         """
-        got = self._counted.entries.get(any_count)
+        got = self._counted.entries.get(any_count) if self.RECOUNT else None
         if got is None:
             return None
         base, recount = got

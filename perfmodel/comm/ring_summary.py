@@ -110,9 +110,10 @@ def ring_summary(
     summary = _Summariser(links, ring_plan(links, parts, max_channels), servers)
     if not summary.segments():
         return None
-    if not all(summary.boundary(i, count) for i, count in summary.class_pairs()):
+    pairs = summary.class_pairs()
+    if not all(summary.boundary(i, count) for i, count in pairs):
         return None
-    return summary.result()
+    return summary.result(pairs)
 
 
 class _Summariser:
@@ -485,16 +486,19 @@ class _Summariser:
         data-parallel ring of GPUs 0 and 4 of 32 DGX A100 on rails crosses rails through the
         spine; the same ring over 16 servers (the next plan's) was composed again.
         """
+        # every load is a per-boundary crossing count times ``count`` (:meth:`boundary`), so
+        # ``k // count`` is exact
         scaled = [{e: k // count * n_servers for e, k in load.items()} for load in self.fab_load]
         entries = self._fabric_entries(scaled)
         return self._rates(entries, True), self._rates(entries, False)
 
-    def result(self) -> RingSummary:
+    def result(self, pairs: list[list[int]]) -> RingSummary:
+        """The summary of the composed boundaries; ``pairs`` is :meth:`class_pairs` (a ring of
+        distinct servers has one class pair only where every server is of one class, so one
+        pair of a class, not a server standing for itself, is a recountable pattern)."""
         entries = self._fabric_entries(self.fab_load)
-        pairs = self.class_pairs()
-        one_class = self.cls[0][0] == "c" and all(c == self.cls[0] for c in self.cls)
         recount = None
-        if one_class and len(pairs) == 1:
+        if len(pairs) == 1 and self.cls[0][0] == "c":
             recount = partial(self.recounted, pairs[0][1])
         return RingSummary(
             n_channels=self.n_ch,

@@ -2,10 +2,11 @@
 local ids over another server count with its rates recounted (issue 27,
 ``GroupMemo._recounted``, ``RingSummary.recount``): every group so read has its own direct
 analysis's numbers, channels and collective results, bit for bit, for 1-4 GPUs a server over
-2-8 servers, on rails (GPUs 0 and 4 cross rails through the spine), on rails with one spine
-uplink per rail (the spine binds: the rates move with the count), on multi-switch fat trees
-(classes of a leaf's servers; groups across leaves are no one-class pattern and are analysed
-themselves) and on DGX-1 and DGX H100 clusters; the switch off analyses each count itself."""
+2-8 servers, on rails (GPUs 0 and 4 cross rails through the spine) and on rails with one
+spine uplink per rail (the spine binds: the rates move with the count), where the recount
+fires; on multi-switch fat trees (a leaf's servers are one class whose rings load no fabric
+link: the count-free path, never the recount) and on DGX-1 and DGX H100 clusters, which the
+property test samples beside them; the switch off analyses each count itself."""
 
 from __future__ import annotations
 
@@ -113,20 +114,35 @@ def test_switch_off_builds_each_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """With :attr:`GroupMemo.RECOUNT` off, each server count of the ring is analysed itself,
     with the same numbers."""
     topo = _thin_rails()
+    groups = [_group(topo, tuple(range(n)), (0, 4)) for n in (8, 3, 5)]
     on = CommCostModel(topo)
+    on_infos = [on.group_info(g) for g in groups]
+    assert len(on.groups._counted.entries) == 1  # the 3- and 5-server rings were recounted
     monkeypatch.setattr(GroupMemo, "RECOUNT", False)
     off = CommCostModel(topo)
     built = _counting(off)
-    groups = [_group(topo, tuple(range(n)), (0, 4)) for n in (8, 3, 5)]
-    for g in groups:
-        _same_numbers(off.group_info(g), on.group_info(g))
-        _same_info(off, off.group_info(g), on.group_info(g))
+    for g, want in zip(groups, on_infos, strict=True):
+        _same_numbers(off.group_info(g), want)
+        _same_info(off, off.group_info(g), want)
     assert built == groups
+    assert not off.groups._counted.entries
 
 
-def test_fat_tree_classes_are_not_recounted() -> None:
-    """On a fat tree, a ring over two leaves' servers (several classes) is no one-class
-    pattern: it is analysed itself, not recounted from a ring inside one class."""
+@pytest.mark.parametrize("lids", LIDS)
+def test_thin_rails_every_count_recounted_equals_direct(lids: tuple[int, ...]) -> None:
+    """On rails with one spine uplink per rail, each set of local ids over 8 servers, then
+    over 2, 3, 5 and 7: every narrower ring is its own direct analysis (the property test
+    draws the rails now and then; this walks them every time)."""
+    topo = _thin_rails()
+    model, direct = CommCostModel(topo), direct_model(topo)
+    for n in (8, 2, 3, 5, 7):
+        _check(model, direct, _group(topo, tuple(range(n)), lids))
+
+
+def test_fat_tree_rings_are_count_free_not_recounted() -> None:
+    """On a fat tree, a ring inside one leaf's class loads no fabric link (the count-free
+    path: nothing is kept for a recount), and a ring over two leaves' servers (several
+    classes) is no one-class pattern: it is analysed itself."""
     topo = _topo("dgx-a100", (("fabric_topology", "fat-tree"),))
     cls = _biggest_class(topo)
     other = [s for s in range(NODES) if s not in cls]
@@ -137,3 +153,4 @@ def test_fat_tree_classes_are_not_recounted() -> None:
     model.group_info(inside)
     _check(model, direct, across)
     assert across in built
+    assert not model.groups._counted.entries
