@@ -382,7 +382,7 @@ def _search_plans(
 
 def _run_search(args: argparse.Namespace) -> int:
     from perfmodel.search.compare_table import format_table
-    from perfmodel.search.predict_parity import auto_line, screen_line
+    from perfmodel.search.predict_parity import analytic_line, auto_line, screen_line
 
     base = _base(args)
     gpn, total = _gpus_per_node(base)
@@ -430,7 +430,11 @@ def _run_search(args: argparse.Namespace) -> int:
     else:
         print(_header(args, base, gpus, batches))
         print(format_table(res, top=args.top, interval=args.interval))
-        for line in (screen_line(res.ranked, args.top), auto_line(res.ranked[: args.top])):
+        for line in (
+            analytic_line(res.ranked, args.top),
+            screen_line(res.ranked, args.top),
+            auto_line(res.ranked[: args.top]),
+        ):
             if line:
                 print(line)
         if args.plot:

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "analytic_line",
     "auto_kept",
     "auto_line",
     "auto_plans",
@@ -140,28 +141,52 @@ def auto_line(rows: Sequence[Any]) -> str:
     )
 
 
+def _ranks(ranked: Sequence[Any], top: int, stage: str) -> str:
+    """``"#5-#8"`` or ``"#2, #4"``: the shown rows whose deepest stage is ``stage``."""
+    only = [i + 1 for i, c in enumerate(ranked[:top]) if c.stage == stage]
+    if len(only) > 2 and only == list(range(only[0], only[-1] + 1)):
+        return f"#{only[0]}-#{only[-1]}"
+    return ", ".join(f"#{r}" for r in only)
+
+
+def _gap(ranked: Sequence[Any], stage: str, deeper: str) -> str:
+    """``"; on the 8 plans both evaluated ..."``: the largest ``|t_stage / t_deeper - 1|`` of
+    the step time over the ranked plans both stages evaluated (``""``: none did)."""
+    gaps = [
+        abs(c.reports[stage]["iteration_time_s"] / c.reports[deeper]["iteration_time_s"] - 1)
+        for c in ranked
+        if stage in c.reports and deeper in c.reports
+    ]
+    if not gaps:
+        return ""
+    gap = f"within {max(gaps):.2%} of" if max(gaps) >= 5e-5 else "the same as"
+    return f"; on the {len(gaps)} plans both evaluated its step time was {gap} the {deeper} stage's"
+
+
 def screen_line(ranked: Sequence[Any], top: int) -> str:
-    """The line under ``perfmodel compare``'s table naming the shown rows (ranks) only the
-    screen evaluated, whose columns are its estimates, and the largest relative step-time gap
+    """The line under ``perfmodel compare``'s table naming the shown rows only the screen
+    evaluated, whose columns are its estimates, and the largest relative step-time gap
     ``|t_screen / t_analytic - 1|`` over the ranked plans both stages evaluated; ``""`` when
     every shown row went through ``predict``. ``ranked`` are
     :class:`~perfmodel.search.compare.Candidate` values, best first."""
-    only = [i + 1 for i, c in enumerate(ranked[:top]) if c.stage == "screen"]
-    if not only:
+    ranks = _ranks(ranked, top, "screen")
+    if not ranks:
         return ""
-    gaps = [
-        abs(c.reports["screen"]["iteration_time_s"] / c.reports["analytic"]["iteration_time_s"] - 1)
-        for c in ranked
-        if "screen" in c.reports and "analytic" in c.reports
-    ]
-    within = ""
-    if gaps:
-        gap = f"within {max(gaps):.2%} of" if max(gaps) >= 5e-5 else "the same as"
-        within = f"; on the {len(gaps)} plans both evaluated its step time was {gap} predict's"
-    ranks = ", ".join(f"#{r}" for r in only)
-    if len(only) > 2 and only == list(range(only[0], only[-1] + 1)):
-        ranks = f"#{only[0]}-#{only[-1]}"
     return (
         f"rows {ranks} (screened only) are the closed-form screen's estimates, not "
-        f"`perfmodel predict`'s numbers{within}"
+        f"`perfmodel predict`'s numbers{_gap(ranked, 'screen', 'analytic')}"
+    )
+
+
+def analytic_line(ranked: Sequence[Any], top: int) -> str:
+    """The line naming the shown rows the analytic stage evaluated last when the simulated
+    stage ran: ``perfmodel predict --plan LABEL`` runs the simulation by default, so those rows
+    are what it prints with ``--fidelity analytic``; with the largest
+    ``|t_analytic / t_simulated - 1|`` over the plans both evaluated. ``""`` otherwise."""
+    ranks = _ranks(ranked, top, "analytic")
+    if not ranks or not any("simulated" in c.reports for c in ranked):
+        return ""
+    return (
+        f"rows {ranks} (not simulated) are `perfmodel predict --plan LABEL --fidelity analytic`'s "
+        f"numbers (predict's default is simulated){_gap(ranked, 'analytic', 'simulated')}"
     )

@@ -67,6 +67,7 @@ def test_output_states_the_microbatches_it_used(capsys: pytest.CaptureFixture[st
     assert "micro-batch auto-sized (a plan without mbN" in out
     assert "as `perfmodel predict --plan LABEL` chooses it: dp4 tp2 pp1 zero1 -> mb16" in out
     assert "rows #5-#8 (screened only) are the closed-form screen's estimates" in out
+    assert "rows #2-#4 (not simulated) are `perfmodel predict --plan LABEL --fidelity" in out
     # sizes the user names are the sizes searched: no automatic plan
     assert main(["compare", *flags, *SEARCH, "--microbatch", "1,2,4,8"]) == 0
     out = capsys.readouterr().out

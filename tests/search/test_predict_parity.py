@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from perfmodel.search.predict_parity import auto_line, drop_auto, screen_line, with_auto
+from perfmodel.search.predict_parity import (
+    analytic_line,
+    auto_line,
+    drop_auto,
+    screen_line,
+    with_auto,
+)
 
 
 def _plan(dp: int, mb: int, zero: int = 0, k: int = 1) -> dict[str, int]:
@@ -56,5 +62,27 @@ def test_lines_name_the_auto_sizes_and_the_screened_rows() -> None:
     assert auto_line([fixed]) == ""
     line = screen_line([auto, fixed, fixed, fixed], 3)
     assert line.startswith("rows #2, #3 (screened only) are the closed-form screen's estimates")
-    assert "on the 1 plans both evaluated its step time was within 0.99% of predict's" in line
+    assert (
+        "on the 1 plans both evaluated its step time was within 0.99% of the analytic stage's"
+        in line
+    )
     assert screen_line([auto], 5) == ""
+
+
+def test_analytic_rows_named_when_the_simulation_ran() -> None:
+    sim = _cand(
+        {"dp": 2},
+        "simulated",
+        analytic={"iteration_time_s": 1.0},
+        simulated={"iteration_time_s": 1.0},
+    )
+    ana = _cand({"dp": 4}, "analytic", analytic={"iteration_time_s": 2.0})
+    line = analytic_line([sim, ana, ana, ana], 4)
+    assert line.startswith(
+        "rows #2-#4 (not simulated) are `perfmodel predict --plan LABEL "
+        "--fidelity analytic`'s numbers"
+    )
+    assert line.endswith(
+        "on the 1 plans both evaluated its step time was the same as the simulated stage's"
+    )
+    assert analytic_line([ana, ana], 2) == ""  # no simulated stage: predict's is not named
