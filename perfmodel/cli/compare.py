@@ -180,7 +180,11 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument("--cp", default="1", help="context-parallel degrees to try (default 1)")
     add_typed_arg(s, "--max-tp", ty.positive_int, help="largest tensor-parallel degree")
-    s.add_argument("--microbatch", default="1,2,4,8", help="micro-batch sizes (default 1,2,4,8)")
+    s.add_argument(
+        "--microbatch",
+        help="micro-batch sizes (default 1,2,4,8, the whole replica batch, and the one "
+        "`perfmodel predict` chooses when a plan names none: the largest that fits)",
+    )
     s.add_argument("--schedules", default="1f1b,interleaved", help="gpipe,1f1b,interleaved")
     s.add_argument(
         "--interleave", default="2", help="chunks per device for interleaved (default 2)"
@@ -372,12 +376,14 @@ def _search_plans(
         jobs=cap_workers(args.jobs, stream=sys.stderr, label="compare"),
         nodes_for=lambda g: max(1, math.ceil(g / gpus_per_node)),
         hard_budget=True,
+        auto_microbatch=args.microbatch is None,
         **extra,
     )
 
 
 def _run_search(args: argparse.Namespace) -> int:
     from perfmodel.search.compare_table import format_table
+    from perfmodel.search.predict_parity import analytic_line, auto_line, screen_line
 
     base = _base(args)
     gpn, total = _gpus_per_node(base)
@@ -425,6 +431,13 @@ def _run_search(args: argparse.Namespace) -> int:
     else:
         print(_header(args, base, gpus, batches))
         print(format_table(res, top=args.top, interval=args.interval))
+        for line in (
+            analytic_line(res.ranked, args.top),
+            screen_line(res.ranked, args.top),
+            auto_line(res.ranked[: args.top]),
+        ):
+            if line:
+                print(line)
         if args.plot:
             print(f"plot written to {args.plot}")
     if not res.ranked:  # the table says why per reason; the exit status says it failed
@@ -480,7 +493,7 @@ def _search_space(args: argparse.Namespace) -> Any:
         tp_degrees=_ints(args.tp, "--tp"),
         pp_degrees=_ints(args.pp, "--pp"),
         max_tp=args.max_tp,
-        microbatch_sizes=_ints(args.microbatch, "--microbatch", _max_batch()) or (1,),
+        microbatch_sizes=_ints(args.microbatch or "1,2,4,8", "--microbatch", _max_batch()) or (1,),
         schedules=_strs(args.schedules, "--schedules") or ("1f1b",),
         interleave=_ints(args.interleave, "--interleave") or (2,),
         zero_stages=_zero_stages(args.zero),

@@ -52,6 +52,7 @@ from perfmodel.search.plans import (
     describe_plan,
     enumerate_plans,
 )
+from perfmodel.search.predict_parity import chosen_microbatch, drop_auto, with_auto
 from perfmodel.search.ranking import kendall_tau_b
 from perfmodel.search.tta import StatisticalEfficiency
 
@@ -309,6 +310,7 @@ class SearchResult:
                     "rank": i + 1,
                     "label": c.label,
                     "plan": dict(c.plan),
+                    "microbatch_auto": _auto_mb(c),
                     "gpus": c.gpus,
                     "global_batch": c.global_batch,
                     "stage": c.stage,
@@ -318,6 +320,11 @@ class SearchResult:
                 for i, c in enumerate(rows)
             ],
         }
+
+
+def _auto_mb(c: Candidate) -> int | None:
+    """The micro-batch a plan naming none ran at its deepest stage (``predict``'s choice)."""
+    return chosen_microbatch(c.report) if c.plan.get("microbatch") is None else None
 
 
 def _scalars(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -457,6 +464,7 @@ def search_plans(
     nodes_for: Callable[[int], int] | None = None,
     hard_budget: bool = False,
     progress: Progress | None = None,
+    auto_microbatch: bool = False,
 ) -> SearchResult:
     """Search the plans of ``base`` (a scenario dict) over GPU counts and global batches.
 
@@ -502,6 +510,11 @@ def search_plans(
     progress
         Called with a one-line status (stage, plans done of the stage's, time left) while the
         search runs (``perfmodel compare``'s progress line).
+    auto_microbatch
+        Also search, per plan, the micro-batch ``perfmodel predict`` chooses when the plan names
+        none (:mod:`perfmodel.search.predict_parity`: the plan without ``microbatch``, so
+        every stage evaluates it as ``predict`` does); ``perfmodel compare`` without
+        ``--microbatch``.
 
     Notes
     -----
@@ -529,12 +542,17 @@ def search_plans(
     scenarios, meta, rejected, enumerated = _plan_scenarios(
         base, gpus, global_batches, shape, space, nodes_for
     )
+    explicit: list[frozenset[int] | None] = [None] * len(scenarios)
+    if auto_microbatch:
+        scenarios, meta, explicit = with_auto(scenarios, meta)
     in_process = first_name == "screen"
     results = _evaluate_all(first, scenarios, 1 if in_process else jobs, progress, first_name)
+    stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
+    if auto_microbatch:
+        scenarios, meta, results = drop_auto(scenarios, meta, results, explicit)
     pruned: Counter[str] = Counter()
     score = functools.partial(objective_score, objective=obj, stat=stat, pricing=pricing)
     feasible = _first_ranking(scenarios, meta, results, score, first_name, pruned)
-    stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
     notes: list[str] = []
     later: list[tuple[str, Evaluator, int]] = []
     if first_name == "screen" and analytic_k > 0:
