@@ -360,16 +360,30 @@ class PipelineLowering(
                 self.last_compute[s] = self.lead_tid[s]
 
     def issue_lead(self, s: int) -> float:
-        """Stage ``s``'s issue lead over the step's operation order."""
-        return issue_lead(
-            self.costs,
-            self.chunks,
-            self.ops[s],
-            self.P,
-            s,
-            self.plan.recompute,
-            self.rc.selective_recompute.share_for(self.wl),
-        )
+        """Stage ``s``'s issue lead over the step's operation order; a stage after the first
+        of a pipeline takes an earlier stage's lead where the chunk of its first operation
+        has that stage's :meth:`_values_key` and the operation's phase.
+
+        Exact: :func:`~perfmodel.parallel.host_lead.issue_lead` of a stage ``s > 0`` of a
+        pipeline stops before its second operation, so it reads the first operation's phase
+        and its chunk's layers only: their host and GPU seconds (by cost source) in
+        :func:`~perfmodel.parallel.partition.block_runs`' runs. A chunk read off another
+        (:func:`~perfmodel.parallel.lowering._shifted_chunk`) holds the consecutive ids at the
+        same offset in the same stack's block and of the same length, so its runs are the same
+        units of the same block layers with the same counts, and the lead adds the same
+        seconds in the same order."""
+        ops = self.ops[s]
+        share = self.rc.selective_recompute.share_for(self.wl)
+        if self.BY_VALUES and self.P > 1 and s > 0 and ops:
+            phase, _, c = ops[0]
+            key = (self._values_key(self.chunks[c * self.P + s]), phase)
+            hit = self._leads.get(key)
+            if hit is None:
+                hit = self._leads[key] = issue_lead(
+                    self.costs, self.chunks, ops[:1], self.P, s, self.plan.recompute, share
+                )
+            return hit
+        return issue_lead(self.costs, self.chunks, ops, self.P, s, self.plan.recompute, share)
 
     def forward(self, s: int, mb: int, c: int) -> None:
         """Forward of micro-batch ``mb`` through chunk ``c`` of stage ``s``; ZeRO-3/FSDP units

@@ -336,7 +336,7 @@ class LoweringShortcuts:
             return False
         if phase == "B" and self.overlap and (mb == self.m - 1 or self.reduce_every_mb):
             return False
-        key = (id(ch), phase)  # the rest depends on the chunk and phase only: decided once
+        key = (self._values_key(ch), phase)  # the rest: the chunk's values and phase only
         ok = self._coarse_chunk.get(key)
         if ok is None:
             ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
@@ -437,7 +437,7 @@ class LoweringShortcuts:
     def init_op_tasks(self) -> None:
         """State of :meth:`op_task` and :meth:`fold_send`: on in the analytic list schedule's
         graph only (``hidden``; not with Megatron-Core's combined 1F1B, whose held backward
-        sends leave after another operation)."""
+        sends leave after another operation); and the memos keyed by :meth:`_values_key`."""
         self.op_tasks = self.OP_TASKS and self.hidden and not self.combined
         self.op_merged = 0  # operation tasks and folded sends made
         # per stage and send stream (0: send_fwd, 1: send_bwd): the longest compute task
@@ -448,6 +448,10 @@ class LoweringShortcuts:
         self._send_exact = [[True, True] for _ in range(self.P)]
         self._send_last = [[-1, -1] for _ in range(self.P)]  # the last folded send's task
         self._plain_ops: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
+        # (_values_key, phase) -> _plain_op_times, and a later stage's issue_lead (chunks read
+        # off one chunk share them)
+        self._op_times: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
+        self._leads: dict[tuple[int, str], float] = {}
         # (task id, operation, stage) of the last operation task op_task emitted
         self._op_chain: tuple[int, tuple[str, int, int], int] | None = None
 
@@ -546,10 +550,9 @@ class LoweringShortcuts:
         task and counters (:meth:`compute_emitted`, ``op_merged``) are mirrored inline in
         :meth:`run_plain_schedule`; ``tests/parallel/test_plain_loop.py`` compares."""
         k = c * self.P + s
-        key = (k, phase)
-        hit = self._plain_ops.get(key)
+        hit = self._plain_ops.get((k, phase))
         if hit is None:
-            hit = self._plain_ops[key] = self._plain_op_times(k, phase)
+            hit = self._plain_ops[(k, phase)] = self._shared_op_times(k, phase)
         if hit is False or self.zero3 or self.gathers_left[s] > 0:
             return -1
         dur, then = hit
@@ -577,6 +580,33 @@ class LoweringShortcuts:
         if self.zero3 or self.combined or any(self.offload_stall):
             return None
         return segs[0]
+
+    #: Whether a chunk read off an earlier one (:attr:`~perfmodel.parallel.lowering.Chunk.
+    #: values_of`) takes that chunk's per-chunk decisions (:meth:`_values_key`); ``False``:
+    #: every chunk decided from its own segments (tests compare both ways).
+    BY_VALUES = True
+
+    def _values_key(self, ch: Chunk) -> int:
+        """The identity the per-chunk memos of :meth:`coarsenable` and :meth:`plain_op` key
+        ``ch`` by: the chunk it was read off (``values_of``), else ``ch`` itself.
+
+        Exact: ``values_of``'s segments are ``ch``'s field for field but for their layer ids
+        (:func:`~perfmodel.parallel.lowering._shifted_chunk`), and :meth:`_chunk_coarsenable`
+        and :meth:`_plain_op_times` read only their other fields (durations, TP seconds,
+        expert/context entries, host stalls), their count and this lowering's settings: the
+        same comparisons and the same sums in the same order, so the same answers. The
+        object keyed is alive while the chunk is (it holds it), so its ``id`` is not reused
+        within the lowering."""
+        src = ch.values_of if self.BY_VALUES else None
+        return id(ch if src is None else src)
+
+    def _shared_op_times(self, k: int, phase: str) -> tuple[float, tuple[float]] | bool:
+        """:meth:`_plain_op_times` of chunk ``k``, computed once per :meth:`_values_key`."""
+        key = (self._values_key(self.chunks[k]), phase)
+        hit = self._op_times.get(key)
+        if hit is None:
+            hit = self._op_times[key] = self._plain_op_times(k, phase)
+        return hit
 
     def _plain_op_times(self, k: int, phase: str) -> tuple[float, tuple[float]] | bool:
         """``(compute, (tail,))`` seconds of :meth:`plain_op`'s task for chunk ``k`` and
@@ -677,7 +707,7 @@ class LoweringShortcuts:
         for k, ch in enumerate(self.chunks):
             single = self._lone_segment(k) is not None
             if not single:
-                key = (id(ch), phase)
+                key = (self._values_key(ch), phase)
                 ok = self._coarse_chunk.get(key)
                 if ok is None:
                     ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
@@ -686,7 +716,7 @@ class LoweringShortcuts:
                     continue
             hit = self._plain_ops.get((k, phase))
             if hit is None:
-                hit = self._plain_ops[(k, phase)] = self._plain_op_times(k, phase)
+                hit = self._plain_ops[(k, phase)] = self._shared_op_times(k, phase)
             if hit is False or self.zero3:
                 out.append(None)
                 continue
