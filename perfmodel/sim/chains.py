@@ -64,7 +64,10 @@ from perfmodel.parallel.taskgraph import (
 #: index (:func:`_encoded_end`, the anchors; ``None``: :func:`_early_mark`), its range
 #: unchecked: an index past the marks would read a
 #: start value or the rows (``tests/sim/test_lazy_chain_rows.py`` checks every encoded index
-#: of the tested graphs is a mark).
+#: of the tested graphs is a mark). Two entries of the same chain compare equal (``==``, as
+#: ``Timeline.chains`` equality in ``tests/sim/test_gather_chains.py`` reads them) only when
+#: the same early marks have been filled: :func:`_early_mark` writes floats where an entry
+#: no dependency read yet holds ``None``.
 ChainEntry = list[Any]
 
 #: ``divmod(x, SENT)`` of an encoded dependency less its base (``CHAIN``, ``HEAD``) is ``(x >>

@@ -185,6 +185,56 @@ def test_early_marks_read_as_eager(
     _assert_lazy_is_eager(graph, mp)
 
 
+def _anchor(c: int, a: int | None, x: int) -> int:
+    """Anchor ``a`` of a chain after chain ``c``: its mark ``a``, or (``None``) task ``x``."""
+    return x if a is None else chain_mark(c, a)
+
+
+@pytest.mark.parametrize("then_s", [(0.5,), (0.5, 0.7)], ids=["flat", "runs"])
+@pytest.mark.parametrize(
+    "anchors",
+    [(1, 2), (1, 3), (3, 1), (1, None), (None, 1)],
+    ids=["early-early", "early-kept", "kept-early", "early-task", "task-early"],
+)
+def test_early_marks_read_by_the_next_chain(
+    then_s: tuple[float, ...], anchors: tuple[int | None, int | None]
+) -> None:
+    """A chain anchored on a flat chain's early marks (a hand-made graph: the lowering anchors
+    on the last two) reads them through ``_early_mark`` wherever it reads an anchor: both
+    marks inline in ``_chain`` (``then_s`` of one piece) or ``_chain_runs`` (of two, not
+    flat), either anchor the first early one read (the other kept, mark 3 of the five
+    segments' 0-5); one mark and one task through ``_anchors`` and ``_encoded_end``. The
+    schedule, entries and breakdown are bit for bit those with ``FLAT_CHAINS`` off."""
+    g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
+    r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
+    g_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "zero", 0.0, comm=g_spec)
+    r_proto = Task(-1, TaskKind.COLLECTIVE, "g0", "dp", 0.0, comm=r_spec)
+    members = frozenset(("g0", "g1"))
+
+    def static(pieces: tuple[float, ...]) -> ChainStatic:
+        items = tuple(
+            ChainSegment(1.0 + i * 0.3, 2.0, pieces, 0.25, g_spec.group, r_spec.group)
+            for i in range(5)
+        )
+        return ChainStatic(items, "zero", "dp", True, g_proto, r_proto, members, None)
+
+    first, then = static((0.5,)), static(then_s)
+    assert first.flat is not None and (then.flat is not None) == (len(then_s) == 1)
+    b = GraphBuilder()
+    x = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0)
+    c = b.add_chain("g0", [x], "F0", 0, 0, (first, -1, x))
+    a0, a1 = (_anchor(c, a, x) for a in anchors)
+    after = b.add_chain("g0", [c], "F1", 1, 0, (then, a0, a1))
+    b.add(TaskKind.OPTIMIZER, "g0", "compute", 1.0, [c, after])
+    graph = b.build()
+    mp = pytest.MonkeyPatch()
+    lazy, eager = _list_schedule(graph), _eager(graph, mp)
+    assert (lazy.start_s, lazy.end_s) == (eager.start_s, eager.end_s)
+    # every early mark read and written into the entry: the eager marks
+    assert lazy.chains[c][:6] == eager.chain_marks(c)  # type: ignore[index]
+    _assert_lazy_is_eager(graph, mp)
+
+
 def test_flat_chain_entry_keeps_the_read_marks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The entry of a flat chain of five segments: marks 0-2 ``None``, marks 3 and 4 (the
     next chain's anchors) and 5 (the last reduction's end) kept, then the five start values,
