@@ -66,8 +66,9 @@ component models, but evaluates one representative rank per pipeline stage in cl
   (:func:`perfmodel.search.screen_overlap.dp_exposed`: ``grad_reduce_op`` of
   ``grad_reduce_bytes``, gathers of ``gather_bytes``, ``sharding``, the ``grad_comm`` /
   ``param_gather`` overlap, ``bucket_bytes``), over ``dp x cp`` ranks the placement's data
-  stride apart (``tp`` by default), priced by the topology's ``CommCostModel`` on the group, or on two
-  servers of it extended as a ring extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP
+  stride apart (``tp`` by default), priced by the topology's ``CommCostModel`` on the group, or
+  (every server holding the same local ranks of it) on two servers of it extended as a ring
+  extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP
   gathers before every micro-batch's forward and backward and reduce-scatters in its
   backward, each phase exposing what it moves beyond its compute; ZeRO-2 reduce-scatters
   every micro-batch; ZeRO-0/1 reduce once after the last micro-batch; overlapped reductions
@@ -383,21 +384,20 @@ class PlanScreen:
             self._costs[nodes] = c
         return c
 
-    def _group(self, size: int, stride: int, whole: bool = False) -> tuple[tuple[str, ...], Any]:
+    def _group(self, size: int, stride: int) -> tuple[tuple[str, ...], Any]:
         """A representative group of ``size`` ranks ``stride`` apart (the plan's placement,
         :func:`perfmodel.parallel.placement.rank_strides`: by default tp, then dp with cp
-        fastest inside, then pp), from rank 0. A group of one member per server over more
-        than two servers is two members on two (the per-GPU inter-server path), or with
-        ``whole`` (the tensor-parallel group of an order that puts it outside the data
-        axis) all ``size`` members, server ``i`` holding member ``i``."""
+        fastest inside, then pp), from rank 0: the group itself on the servers it spans, or,
+        one member per server over more than two servers, all ``size`` members with server
+        ``i`` holding member ``i`` at its local index (a ring or all-to-all over two such
+        members is not the group's: 0.46-0.84 of its time on dgx-h100 x4 or x8)."""
         gpn = self.gpus_per_node
         span = (size - 1) * stride + 1
         nodes = max(1, math.ceil(span / gpn))
         if nodes > 2 and stride >= gpn:
-            nodes = size if whole else 2
-            g, off = self._topology(nodes).gpus, stride if whole else 0
-            members = tuple(g[i * gpn + i * off % gpn] for i in range(nodes))
-            return members, self._system_costs(nodes)
+            g = self._topology(size).gpus
+            members = tuple(g[i * gpn + i * stride % gpn] for i in range(size))
+            return members, self._system_costs(size)
         topo = self._topology(nodes)
         return tuple(topo.gpus[i * stride] for i in range(size)), self._system_costs(nodes)
 
@@ -426,7 +426,8 @@ class PlanScreen:
         """Seconds of ``op`` of ``nbytes`` (nccl-tests convention) over ``n`` data-parallel
         ranks ``stride`` apart (the placement's), priced by the topology's
         ``CommCostModel`` (predict's: NCCL's channels over every NIC of a server, its
-        protocols and latencies) on the group itself or on its two-server representative
+        protocols and latencies) on the group itself or, where every server holds the same
+        local ranks of it, on its two-server representative
         (:func:`perfmodel.search.screen_overlap.ring_representative`), cached per key."""
         if n < 2 or nbytes <= 0:
             return 0.0
@@ -601,7 +602,7 @@ class PlanScreen:
         from perfmodel.workload.memory import is_selectively_recomputed
 
         s_tp, s_dp = strides or (1, tp)
-        tp_group, tp_costs = self._group(tp, s_tp, True) if tp > 1 else ((), costs)
+        tp_group, tp_costs = self._group(tp, s_tp) if tp > 1 else ((), costs)
         # expert / context groups: ep or cp ranks along the data axis (etp = tp)
         other = {g: self._group(n, s_dp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
 

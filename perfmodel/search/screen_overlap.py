@@ -34,14 +34,23 @@ def beyond(comm_s: float, busy_s: float, k: int) -> float:
 
 def ring_representative(n: int, stride: int, gpus_per_node: int) -> tuple[int, list[int]]:
     """``(servers, ranks)``: where to price a collective of ``n`` ranks ``stride`` apart
-    (the default rank order) on a topology of ``servers`` servers: the group itself when it
-    spans one or two servers, else two servers' worth of it (the same members per server;
-    one per server when ``stride`` is a server or more), which :func:`ring_extended_s`
-    extends to ``n`` ranks.
+    on a topology of ``servers`` servers. Where every server holds the same local ranks of
+    the group (``stride`` divides the GPUs per server, or a multiple of them), the group
+    itself when it spans one or two servers, else two servers' worth of it (the same members
+    per server; one per server when ``stride`` is a server or more), which
+    :func:`ring_extended_s` extends to ``n`` ranks. Otherwise (a placement's stride that
+    neither divides nor is a multiple of the server, e.g. ``tp,pp,dp`` with tp 2, pp 3 on
+    8-GPU servers: stride 6) the servers differ, so the group itself: ranks ``i x stride``
+    on the servers it spans.
 
     >>> ring_representative(4, 2, 8), ring_representative(32, 1, 8), ring_representative(16, 32, 8)
     ((1, [0, 2, 4, 6]), (2, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]), (2, [0, 8]))
+    >>> ring_representative(4, 6, 8)
+    (3, [0, 6, 12, 18])
     """
+    if gpus_per_node % stride and stride % gpus_per_node:
+        span = (n - 1) * stride + 1
+        return math.ceil(span / gpus_per_node), [i * stride for i in range(n)]
     per_server = max(1, min(n, gpus_per_node // stride)) if stride < gpus_per_node else 1
     servers = math.ceil(n / per_server)
     r = n if servers <= 2 else 2 * per_server
