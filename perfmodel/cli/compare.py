@@ -183,7 +183,8 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--microbatch",
         help="micro-batch sizes (default 1,2,4,8, the whole replica batch, and the one "
-        "`perfmodel predict` chooses when a plan names none: the largest that fits)",
+        "`perfmodel predict` chooses when a plan names none: the largest that fits, with "
+        "pipelining at least pp micro-batches a replica)",
     )
     s.add_argument("--schedules", default="1f1b,interleaved", help="gpipe,1f1b,interleaved")
     s.add_argument(

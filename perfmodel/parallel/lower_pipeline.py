@@ -97,7 +97,7 @@ class PipelineLowering(
         self._rs_sums: dict[int, float] = {}  # chunk_rs_sum
         # (phase, compute, TP, reduce-scattered) seconds -> tp_overlapped's (a pure function)
         self._tp_over: dict[tuple[str, float, float, float], tuple[float, float, float]] = {}
-        self._coarse_chunk: dict[tuple[int, str], bool] = {}  # (id(chunk), phase): coarsenable
+        self._coarse_chunk: dict[tuple[int, str], bool] = {}  # (_values_key(chunk), phase): coarse?
         self._coarse_runs: dict[tuple[int, str], CoarseRuns | None] = {}  # coarse_runs
         plan, pl = inp.plan, inp.placement
         self.plan, self.preset, self.pl, self.wl = plan, inp.preset, pl, inp.workload

@@ -336,12 +336,18 @@ class LoweringShortcuts:
             return False
         if phase == "B" and self.overlap and (mb == self.m - 1 or self.reduce_every_mb):
             return False
-        key = (self._values_key(ch), phase)  # the rest: the chunk's values and phase only
+        ok = self._coarse_of(ch, phase)  # the rest: the chunk's values and phase only
+        if ok:
+            self.coarsened += 1
+        return ok
+
+    def _coarse_of(self, ch: Chunk, phase: str) -> bool:
+        """:meth:`_chunk_coarsenable`, kept per (:meth:`_values_key`, phase): chunks read off
+        one chunk decide alike."""
+        key = (self._values_key(ch), phase)
         ok = self._coarse_chunk.get(key)
         if ok is None:
             ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
-        if ok:
-            self.coarsened += 1
         return ok
 
     def _chunk_coarsenable(self, ch: Chunk, phase: str) -> bool:
@@ -707,10 +713,7 @@ class LoweringShortcuts:
         for k, ch in enumerate(self.chunks):
             single = self._lone_segment(k) is not None
             if not single:
-                key = (self._values_key(ch), phase)
-                ok = self._coarse_chunk.get(key)
-                if ok is None:
-                    ok = self._coarse_chunk[key] = self._chunk_coarsenable(ch, phase)
+                ok = self._coarse_of(ch, phase)
                 if not ok or not self._op_exit[0 if fwd else 1]:
                     out.append(None)
                     continue

@@ -223,6 +223,9 @@ class SearchResult:
     """Plans folded into a better-ranked one with the same step time and memory, by its label."""
     hints: tuple[str, ...] = ()
     """What would help when no plan fits (:func:`oom_hints`)."""
+    auto_plans: int = 0
+    """Plans without a micro-batch added for the size ``predict`` would choose
+    (``auto_microbatch``): counted in the first stage's ``evaluated``, not in ``enumerated``."""
 
     @property
     def best(self) -> Candidate:
@@ -295,6 +298,7 @@ class SearchResult:
         return {
             "objective": self.objective.value,
             "enumerated": self.enumerated,
+            "auto_microbatch_plans": self.auto_plans,
             "feasible": len(self.ranked),
             "rejected": dict(self.rejected),
             "pruned": dict(self.pruned),
@@ -543,8 +547,10 @@ def search_plans(
         base, gpus, global_batches, shape, space, nodes_for
     )
     explicit: list[frozenset[int] | None] = [None] * len(scenarios)
+    n_enumerated = len(scenarios)
     if auto_microbatch:
         scenarios, meta, explicit = with_auto(scenarios, meta)
+    auto_plans = len(scenarios) - n_enumerated
     in_process = first_name == "screen"
     results = _evaluate_all(first, scenarios, 1 if in_process else jobs, progress, first_name)
     stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
@@ -578,6 +584,7 @@ def search_plans(
         notes=tuple(notes),
         tokens_per_sample=shape.seq_len,
         equivalents=equivalents,
+        auto_plans=auto_plans,
         hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
     )
 

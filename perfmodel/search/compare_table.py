@@ -146,7 +146,13 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
         lines.extend(_tie_lines(ties))
         lines.extend(_why_best_line(result, ties))
     lines.append(
-        f"{result.enumerated} plans enumerated, {len(result.ranked)} feasible; "
+        f"{result.enumerated} plans enumerated"
+        + (
+            f" (+{result.auto_plans} without mbN, for predict's choice)"
+            if result.auto_plans
+            else ""
+        )
+        + f", {len(result.ranked)} feasible; "
         + ", ".join(f"{s.name}: {s.evaluated} plans in {s.elapsed_s:.1f} s" for s in result.stages)
     )
     if result.pruned:

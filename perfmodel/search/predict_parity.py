@@ -135,8 +135,9 @@ def auto_line(rows: Sequence[Any]) -> str:
         return ""
     named = ", ".join(f"{c.label} -> mb{chosen_microbatch(c.report)}" for c in auto)
     return (
-        "micro-batch auto-sized (a plan without mbN; searched: the --microbatch sizes, the whole "
-        "replica batch and predict's choice): the largest that fits in GPU memory, as "
+        "micro-batch auto-sized (a plan without mbN; searched: the default sizes 1,2,4,8, the "
+        "whole replica batch and predict's choice): the largest that fits in GPU memory (with "
+        "pipelining, at least pp micro-batches a replica; the smallest where none fits), as "
         f"`perfmodel predict --plan LABEL` chooses it: {named}"
     )
 
@@ -160,7 +161,10 @@ def _gap(ranked: Sequence[Any], stage: str, deeper: str) -> str:
     if not gaps:
         return ""
     gap = f"within {max(gaps):.2%} of" if max(gaps) >= 5e-5 else "the same as"
-    return f"; on the {len(gaps)} plans both evaluated its step time was {gap} the {deeper} stage's"
+    plans = "plan" if len(gaps) == 1 else "plans"
+    return (
+        f"; on the {len(gaps)} {plans} both evaluated its step time was {gap} the {deeper} stage's"
+    )
 
 
 def screen_line(ranked: Sequence[Any], top: int) -> str:

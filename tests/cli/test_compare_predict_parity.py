@@ -57,6 +57,10 @@ def test_predict_without_a_microbatch_is_a_row(capsys: pytest.CaptureFixture[str
     )
     best = res["plans"][0]
     assert best["label"] == "dp4 tp2 pp1 zero1" and best["microbatch_auto"] == 16
+    # the added plans are counted apart from the enumerated ones, and in the screen's count
+    screened = res["stages"][0]["evaluated"]
+    assert res["auto_microbatch_plans"] > 0
+    assert screened == res["enumerated"] + res["auto_microbatch_plans"]
     assert best["reports"]["simulated"]["iteration_time_s"] == pred["iteration_time_s"]
 
 
@@ -65,6 +69,7 @@ def test_output_states_the_microbatches_it_used(capsys: pytest.CaptureFixture[st
     assert main(["compare", *flags, *SEARCH, "--top", "8"]) == 0
     out = capsys.readouterr().out
     assert "micro-batch auto-sized (a plan without mbN" in out
+    assert " without mbN, for predict's choice), " in out
     assert "as `perfmodel predict --plan LABEL` chooses it: dp4 tp2 pp1 zero1 -> mb16" in out
     assert "rows #5-#8 (screened only) are the closed-form screen's estimates" in out
     assert "rows #2-#4 (not simulated) are `perfmodel predict --plan LABEL --fidelity" in out
@@ -72,3 +77,4 @@ def test_output_states_the_microbatches_it_used(capsys: pytest.CaptureFixture[st
     assert main(["compare", *flags, *SEARCH, "--microbatch", "1,2,4,8"]) == 0
     out = capsys.readouterr().out
     assert "auto-sized" not in out and "dp4 tp2 pp1 mb8 zero1" in out
+    assert "without mbN, for predict's choice" not in out

@@ -63,7 +63,7 @@ def test_lines_name_the_auto_sizes_and_the_screened_rows() -> None:
     line = screen_line([auto, fixed, fixed, fixed], 3)
     assert line.startswith("rows #2, #3 (screened only) are the closed-form screen's estimates")
     assert (
-        "on the 1 plans both evaluated its step time was within 0.99% of the analytic stage's"
+        "on the 1 plan both evaluated its step time was within 0.99% of the analytic stage's"
         in line
     )
     assert screen_line([auto], 5) == ""
@@ -83,6 +83,6 @@ def test_analytic_rows_named_when_the_simulation_ran() -> None:
         "--fidelity analytic`'s numbers"
     )
     assert line.endswith(
-        "on the 1 plans both evaluated its step time was the same as the simulated stage's"
+        "on the 1 plan both evaluated its step time was the same as the simulated stage's"
     )
     assert analytic_line([ana, ana], 2) == ""  # no simulated stage: predict's is not named
