@@ -40,19 +40,21 @@ def ring_representative(n: int, stride: int, gpus_per_node: int) -> tuple[int, l
     per server; one per server when ``stride`` is a server or more), which
     :func:`ring_extended_s` extends to ``n`` ranks. Otherwise (a placement's stride that
     neither divides nor is a multiple of the server, e.g. ``tp,pp,dp`` with tp 2, pp 3 on
-    8-GPU servers: stride 6) the servers differ, so the group itself: ranks ``i x stride``
-    on the servers it spans.
+    8-GPU servers: stride 6), or where the group's last of three or more servers holds fewer
+    of its ranks (20 ranks 1 apart on 8-GPU servers: 8 + 8 + 4), the servers differ, so the
+    group itself: ranks ``i x stride`` on the servers it spans.
 
     >>> ring_representative(4, 2, 8), ring_representative(32, 1, 8), ring_representative(16, 32, 8)
     ((1, [0, 2, 4, 6]), (2, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]), (2, [0, 8]))
-    >>> ring_representative(4, 6, 8)
-    (3, [0, 6, 12, 18])
+    >>> ring_representative(4, 6, 8), ring_representative(20, 1, 8)[0]
+    ((3, [0, 6, 12, 18]), 3)
     """
-    if gpus_per_node % stride and stride % gpus_per_node:
-        span = (n - 1) * stride + 1
-        return math.ceil(span / gpus_per_node), [i * stride for i in range(n)]
     per_server = max(1, min(n, gpus_per_node // stride)) if stride < gpus_per_node else 1
     servers = math.ceil(n / per_server)
+    uneven = servers > 2 and n % per_server  # the last server holds fewer of the group
+    if (gpus_per_node % stride and stride % gpus_per_node) or uneven:
+        span = (n - 1) * stride + 1
+        return math.ceil(span / gpus_per_node), [i * stride for i in range(n)]
     r = n if servers <= 2 else 2 * per_server
     step = stride if stride < gpus_per_node else gpus_per_node
     return min(servers, 2), [i * step for i in range(r)]

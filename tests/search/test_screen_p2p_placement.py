@@ -287,6 +287,8 @@ _DP_OPS = ("ALLREDUCE", "REDUCESCATTER", "ALLGATHER")
     (3, 1, 3, 8, "tp,pp,dp"),  # stride 3: three, three and two members per server
     (5, 1, 5, 8, "pp,tp,dp"),  # stride 5
     (2, 4, 2, 2, "tp,dp,pp"),  # the default order (stride 4), one server: unchanged
+    (5, 1, 2, 20, "tp,dp,pp"),  # the default order, 20 ranks on 8 + 8 + 4 GPUs of 3 servers
+    (5, 2, 2, 10, "tp,dp,pp"),  # stride 2: 4 + 4 + 2 ranks
 ])  # fmt: skip
 def test_dp_collective_seconds_equal_predicts(
     nodes: int, tp: int, pp: int, dp: int, order: str
@@ -295,7 +297,8 @@ def test_dp_collective_seconds_equal_predicts(
     (ranks, stride) the screen itself asks when it screens the plan, equal predict's
     ``collective_time`` on its real data-parallel group (``dp_group(0, 0)``) on the whole
     topology. Before mend22 a stride that does not divide the server's 8 GPUs was priced on
-    one server (NVLink): 0.15 of predict's all-reduce for stride 6, 1.75x for stride 3."""
+    one server (NVLink): 0.15 of predict's all-reduce for stride 6, 1.75x for stride 3; an
+    uneven last server (mend25) on its two full servers extended: 0.44-0.66 of it."""
     from perfmodel.ops import CollectiveOp
 
     layers = {3: 12, 5: 20}.get(pp, 8)
