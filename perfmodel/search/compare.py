@@ -226,6 +226,9 @@ class SearchResult:
     auto_plans: int = 0
     """Plans without a micro-batch added for the size ``predict`` would choose
     (``auto_microbatch``): counted in the first stage's ``evaluated``, not in ``enumerated``."""
+    auto_dropped: int = 0
+    """Of :attr:`auto_plans`, those dropped after the first stage (refused, or choosing a size
+    their group already has: :func:`~perfmodel.search.predict_parity.auto_kept`)."""
 
     @property
     def best(self) -> Candidate:
@@ -299,6 +302,7 @@ class SearchResult:
             "objective": self.objective.value,
             "enumerated": self.enumerated,
             "auto_microbatch_plans": self.auto_plans,
+            "auto_microbatch_dropped": self.auto_dropped,
             "feasible": len(self.ranked),
             "rejected": dict(self.rejected),
             "pruned": dict(self.pruned),
@@ -556,6 +560,7 @@ def search_plans(
     stages = [StageSummary(first_name, len(scenarios), time.perf_counter() - t0)]
     if auto_microbatch:
         scenarios, meta, results = drop_auto(scenarios, meta, results, explicit)
+    auto_dropped = auto_plans - (len(scenarios) - n_enumerated)
     pruned: Counter[str] = Counter()
     score = functools.partial(objective_score, objective=obj, stat=stat, pricing=pricing)
     feasible = _first_ranking(scenarios, meta, results, score, first_name, pruned)
@@ -585,6 +590,7 @@ def search_plans(
         tokens_per_sample=shape.seq_len,
         equivalents=equivalents,
         auto_plans=auto_plans,
+        auto_dropped=auto_dropped,
         hints=() if ranked else oom_hints(shape, space, pruned, base, gpus),
     )
 

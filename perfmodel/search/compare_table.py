@@ -148,7 +148,8 @@ def format_table(result: SearchResult, top: int = 10, *, interval: float | None 
     lines.append(
         f"{result.enumerated} plans enumerated"
         + (
-            f" (+{result.auto_plans} without mbN, for predict's choice)"
+            f" (+{result.auto_plans} without mbN, for predict's choice; {result.auto_dropped} "
+            "dropped: a size already searched, or refused)"
             if result.auto_plans
             else ""
         )

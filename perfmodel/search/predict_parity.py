@@ -7,13 +7,16 @@ largest divisor of the per-replica batch that fits in GPU memory, keeping at lea
 micro-batches with pipelining (:func:`perfmodel.pipeline.autobatch.choose_microbatch`, after
 Megatron-LM's ``--micro-batch-size`` with ``--global-batch-size``). The search's micro-batch set
 (1, 2, 4, 8 and the whole replica batch by default) can miss that size (GPT 1.3B, 8 A100s,
-global batch 256, dp4 tp2: predict runs micro-batch 16 at 3.551 s per step; the search's best
+global batch 256, Megatron preset, fp16, dp4 tp2: predict runs micro-batch 16 at 3.551 s per step; the search's best
 was micro-batch 8 at 3.619 s), so ``perfmodel compare`` and ``perfmodel predict`` contradicted
 each other on the same plan. :func:`auto_plans` adds, per group of plans that differ only in
 their micro-batch, the plan without a micro-batch: every stage then evaluates it as ``predict``
 does (the same code path, so the same numbers), and its row's label, pasted into
 ``predict --plan``, is that plan. :func:`auto_kept` drops it when its choice is one of the
-group's sizes (that row is already there).
+group's sizes (that row is already there). The first stage makes that choice: with the
+screen first, its memory estimate, which can differ from ``predict``'s near capacity
+(mixtral_8x7b dp8 tp2 pp2 ep4 on 4 DGX H100, global batch 512: the screen's mb8, one of the
+group's sizes, so the plan is dropped, where predict runs mb16).
 
 **Screen estimates.** A row only the first stage evaluated shows the closed-form screen's
 numbers (:class:`perfmodel.search.screen.PlanScreen`), an estimate of what ``predict`` prints;
@@ -129,11 +132,18 @@ def auto_line(rows: Sequence[Any]) -> str:
     """The line under ``perfmodel compare``'s table naming the micro-batch each shown plan
     without ``mbN`` ran (its deepest stage's choice, as ``predict --plan LABEL`` makes it);
     ``""`` when every shown plan names its micro-batch. ``rows`` are
-    :class:`~perfmodel.search.compare.Candidate` values."""
+    :class:`~perfmodel.search.compare.Candidate` values. A row only the screen evaluated
+    chose its size with the screen's memory estimate, which can differ from ``predict``'s
+    (GPT-3 175B dp4 tp8 pp16 interleaved rc=full on 512 A100: the screen's mb6 against
+    predict's mb8), so its size is marked as the screen's."""
     auto = [c for c in rows if c.plan.get("microbatch") is None and chosen_microbatch(c.report)]
     if not auto:
         return ""
-    named = ", ".join(f"{c.label} -> mb{chosen_microbatch(c.report)}" for c in auto)
+    named = ", ".join(
+        f"{c.label} -> mb{chosen_microbatch(c.report)}"
+        + (" (the screen's estimate)" if c.stage == "screen" else "")
+        for c in auto
+    )
     return (
         "micro-batch auto-sized (a plan without mbN; searched: the default sizes 1,2,4,8, the "
         "whole replica batch and predict's choice): the largest that fits in GPU memory (with "

@@ -61,6 +61,9 @@ def test_predict_without_a_microbatch_is_a_row(capsys: pytest.CaptureFixture[str
     screened = res["stages"][0]["evaluated"]
     assert res["auto_microbatch_plans"] > 0
     assert screened == res["enumerated"] + res["auto_microbatch_plans"]
+    # every screened plan is feasible, pruned, or a dropped automatic one
+    kept = screened - res["auto_microbatch_dropped"]
+    assert kept == res["feasible"] + sum(res["pruned"].values())
     assert best["reports"]["simulated"]["iteration_time_s"] == pred["iteration_time_s"]
 
 
@@ -69,7 +72,8 @@ def test_output_states_the_microbatches_it_used(capsys: pytest.CaptureFixture[st
     assert main(["compare", *flags, *SEARCH, "--top", "8"]) == 0
     out = capsys.readouterr().out
     assert "micro-batch auto-sized (a plan without mbN" in out
-    assert " without mbN, for predict's choice), " in out
+    assert " without mbN, for predict's choice; " in out
+    assert " dropped: a size already searched, or refused), " in out
     assert "as `perfmodel predict --plan LABEL` chooses it: dp4 tp2 pp1 zero1 -> mb16" in out
     assert "rows #5-#8 (screened only) are the closed-form screen's estimates" in out
     assert "rows #2-#4 (not simulated) are `perfmodel predict --plan LABEL --fidelity" in out
