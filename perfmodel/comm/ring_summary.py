@@ -36,9 +36,10 @@ class RingSummary:
     fabric nodes (each boundary's fabric part is one switch), so the rates read no count of
     boundaries (the ring's server count enters only through fabric-link loads, which are each
     boundary's count times that count); ``recount``: where every server is of one class (one
-    class pair), the rates and inter-server rates the summary of the same local ids over
-    another number of servers of that class has (:meth:`_Summariser.recounted`), else
-    ``None``.
+    class pair), a callable from a server count to the rates and inter-server rates the
+    summary of the same local ids over that many servers of the class has
+    (:meth:`_Summariser.recounted`), else ``None`` (``GroupMemo`` keeps it only for summaries
+    that are not ``fabric_free``: a fabric-free one is reused as it is).
     """
 
     n_channels: int

@@ -589,12 +589,15 @@ class LoweringShortcuts:
 
     #: Whether a chunk read off an earlier one (:attr:`~perfmodel.parallel.lowering.Chunk.
     #: values_of`) takes that chunk's per-chunk decisions (:meth:`_values_key`); ``False``:
-    #: every chunk decided from its own segments (tests compare both ways).
+    #: coarse-or-not, plain-operation seconds and later stages' issue leads decided per chunk
+    #: (tests compare both ways; lower_hidden's hidden summary reads ``values_of`` either way).
     BY_VALUES = True
 
     def _values_key(self, ch: Chunk) -> int:
-        """The identity the per-chunk memos of :meth:`coarsenable` and :meth:`plain_op` key
-        ``ch`` by: the chunk it was read off (``values_of``), else ``ch`` itself.
+        """The identity the per-chunk memos of :meth:`coarsenable`, :meth:`plain_op` and the
+        lowering's later-stage issue leads (``PipelineLowering.issue_lead``, exact by its own
+        argument: the same block layers at the same offset and length) key ``ch`` by: the
+        chunk it was read off (``values_of``), else ``ch`` itself.
 
         Exact: ``values_of``'s segments are ``ch``'s field for field but for their layer ids
         (:func:`~perfmodel.parallel.lowering._shifted_chunk`), and :meth:`_chunk_coarsenable`
