@@ -75,24 +75,19 @@ CASES = {
 }
 
 
+def _export(capsys: pytest.CaptureFixture[str], flags: list[str], folder: Path) -> dict:
+    """``perfmodel predict FLAGS --fidelity analytic --chakra FOLDER --json``: the prediction,
+    with its Chakra execution trace written to ``FOLDER/perfmodel.0.et``."""
+    cmd = ["--quiet", "predict", *flags, "--fidelity", "analytic", "--chakra", str(folder)]
+    return cli_json(capsys, [*cmd, "--json"])
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_import_of_an_export_reproduces_the_prediction(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flags, system, tp = CASES[case]
-    native = cli_json(
-        capsys,
-        [
-            "--quiet",
-            "predict",
-            *flags,
-            "--fidelity",
-            "analytic",
-            "--chakra",
-            str(tmp_path),
-            "--json",
-        ],
-    )
+    native = _export(capsys, flags, tmp_path)
     et = tmp_path / "perfmodel.0.et"
     meta = {a.name: a.value for a in read_trace(et).metadata}
     assert meta["perfmodel_gpu"] and meta["perfmodel_tp"] == tp
@@ -118,19 +113,7 @@ def test_gpt2_parameters_and_gpu_come_from_the_metadata(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flags, _, _ = CASES["gpt2-dp8-ddp"]
-    cli_json(
-        capsys,
-        [
-            "--quiet",
-            "predict",
-            *flags,
-            "--fidelity",
-            "analytic",
-            "--chakra",
-            str(tmp_path),
-            "--json",
-        ],
-    )
+    _export(capsys, flags, tmp_path)
     out = cli_json(
         capsys, ["--quiet", "model", "import-chakra", str(tmp_path / "perfmodel.0.et"), "--json"]
     )
@@ -143,19 +126,7 @@ def test_a_shard_refuses_gpu_counts_tp_does_not_divide(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flags, system, _ = CASES["gpt-tp2-megatron"]
-    cli_json(
-        capsys,
-        [
-            "--quiet",
-            "predict",
-            *flags,
-            "--fidelity",
-            "analytic",
-            "--chakra",
-            str(tmp_path),
-            "--json",
-        ],
-    )
+    _export(capsys, flags, tmp_path)
     et = str(tmp_path / "perfmodel.0.et")
     assert main(["model", "import-chakra", et, "--system", system, "--gpus", "1,8"]) == 2
     assert "multiple of 2" in capsys.readouterr().err

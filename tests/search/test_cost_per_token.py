@@ -37,7 +37,8 @@ def _fake(sc: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _whatif(prices: dict[str, Pricing]) -> Any:
+def _whatif(prices: dict[str, Pricing], **kw: Any) -> Any:
+    """The what-if of the two fake systems at 8 GPUs (``kw``: more keyword arguments)."""
     return hardware_whatif(
         {"model": "toy"},
         parse_systems("fast,slow"),
@@ -46,6 +47,7 @@ def _whatif(prices: dict[str, Pricing]) -> Any:
         evaluator=_fake,
         gpus_per_node=lambda o: 8,
         gpu_spec=lambda o: get_gpu("H100-SXM5-80GB"),
+        **kw,
     )
 
 
@@ -128,16 +130,8 @@ def _ranged(r_lo: float, r_hi: float, prices: dict[str, Pricing]) -> Any:
     (tests/search/test_whatif_intervals.py's duck-typed interval)."""
     from tests.search.test_whatif_intervals import _Residual
 
-    return hardware_whatif(
-        {"model": "toy"},
-        parse_systems("fast,slow"),
-        [8],
-        pricing=prices,
-        evaluator=_fake,
-        gpus_per_node=lambda o: 8,
-        gpu_spec=lambda o: get_gpu("H100-SXM5-80GB"),
-        interval=0.8,
-        interval_of=lambda sc, rep, level: _Residual(r_lo, r_hi, level),
+    return _whatif(
+        prices, interval=0.8, interval_of=lambda sc, rep, level: _Residual(r_lo, r_hi, level)
     )
 
 
