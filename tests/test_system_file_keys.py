@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,18 @@ def test_the_same_name_in_another_folder_is_another_system(
     assert _gpus(capsys) == 8  # two 4-GPU servers
     monkeypatch.chdir(tmp_path / "dgx1")
     assert _gpus(capsys) == 16  # two 8-GPU servers (was 8: the first box.toml's machine)
+    # and its speedup divides by its own 1-GPU baseline, as a fresh process computes it (a
+    # baseline keyed without the file's stamp gave 14.99 for 13.99: the other folder's)
+    assert main(PREDICT) == 0
+    speedup = json.loads(capsys.readouterr().out)["speedup"]
+    fresh = subprocess.run(
+        [sys.executable, "-m", "perfmodel", *PREDICT],
+        cwd=tmp_path / "dgx1",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert speedup == json.loads(fresh.stdout)["speedup"]
 
 
 def test_a_file_edited_in_place_is_read_again(
