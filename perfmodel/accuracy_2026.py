@@ -113,18 +113,30 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
         ("GPT-OSS 120B", gpu): MoeRecipe2026(
             dispatcher,
             overlap,
-            _CFG + "gpt_oss/gpt_oss_workload_base_configs.py "
-            f"GPT_OSS_120B_PRETRAIN_CONFIG_{gpu}_BF16_V2 ({why})",
+            _CFG + f"gpt_oss/gpt_oss_workload_base_configs.py {config} ({why})",
         )
-        for gpu, dispatcher, overlap, why in (
+        for gpu, config, dispatcher, overlap, why in (
             (
                 "GB300",
+                "GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_V2",
                 "alltoall",
                 False,
                 "no flex backend: the bridge's moe_token_dispatcher_type 'alltoall'",
             ),
-            ("GB200", "alltoall", True, "moe_a2a_overlap=True, no flex backend"),
-            ("B300", "hybridep", False, "moe_flex_dispatcher_backend='hybridep'"),
+            (
+                "GB200",
+                "GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2",
+                "alltoall",
+                True,
+                "moe_a2a_overlap=True, no flex backend",
+            ),
+            (
+                "B300",
+                "GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2",
+                "hybridep",
+                False,
+                "moe_flex_dispatcher_backend='hybridep'",
+            ),
         )
     },
     ("Kimi K2", "GB300"): MoeRecipe2026(

@@ -65,8 +65,6 @@ MAX_BATCH_PER_REPLICA = 2**20
 #: cluster accepted (:data:`perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, 16,384 = 2**14).
 MAX_GLOBAL_BATCH = MAX_BATCH_PER_REPLICA * 2**14
 
-#: Placement dimensions (:mod:`perfmodel.parallel.placement`), fastest first by default.
-
 
 @dataclass(frozen=True)
 class ParsedScenario:
@@ -206,7 +204,7 @@ def parse_placement(text: object, *, where: str = _where("placement")) -> tuple[
         order = tuple(str(s) for s in text)  # type: ignore[attr-defined]
     if sorted(order) != sorted(DEFAULT_ORDER):
         raise ConfigError(
-            f"placement order {','.join(order)!r} must be a permutation of tp,dp,pp",
+            f"placement order {','.join(order)!r} must be a permutation of {','.join(DEFAULT_ORDER)}",
             value=text,
             where=where,
         )

@@ -60,7 +60,7 @@ class FitResult:
         The standard errors are read with Student's t of these (:meth:`FitSummary.halfwidth
         <perfmodel.calibration.profile.FitSummary.halfwidth>` of :meth:`summary`), not the
         normal: with 13 points and 3 parameters a miss of 5 standard errors happens about once
-        in 2,000 fits (``t_10``), not once in 1.7 million (session 14's recovery draw,
+        in 1,900 fits (``t_10``), not once in 1.7 million (session 14's recovery draw,
         ``tests/calibration/test_fit.py``; 1,500 draws of that test's setting, fix17: the
         t intervals cover 68.1 / 95.1 / 99.3 / 99.67 % at 68.3 / 95 / 99 / 99.73 %, the
         normal ones 65.5 / 92.5 / 97.7 / 99.2 %).

@@ -494,7 +494,12 @@ def _search_space(args: argparse.Namespace) -> Any:
         tp_degrees=_ints(args.tp, "--tp"),
         pp_degrees=_ints(args.pp, "--pp"),
         max_tp=args.max_tp,
-        microbatch_sizes=_ints(args.microbatch or "1,2,4,8", "--microbatch", _max_batch()) or (1,),
+        microbatch_sizes=(
+            _ints(args.microbatch, "--microbatch", _max_batch())
+            if args.microbatch
+            else SearchSpace.microbatch_sizes
+        )
+        or (1,),
         schedules=_strs(args.schedules, "--schedules") or ("1f1b",),
         interleave=_ints(args.interleave, "--interleave") or (2,),
         zero_stages=_zero_stages(args.zero),

@@ -96,6 +96,13 @@ def _any_count_key(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return ("ring*", key[1], first)
 
 
+def _touched(base: _RingPattern, n_servers: int) -> tuple[int, ...]:
+    """The servers (indices into a group's, ``-1``: the fabric) the channels of a group of
+    ``base``'s pattern over ``n_servers`` servers touch: every one, and the fabric where
+    ``base``'s did."""
+    return (-1, *range(n_servers)) if -1 in base.servers else tuple(range(n_servers))
+
+
 def _channel_servers(links: DirectedLinks, channels: Sequence[Channel]) -> set[int]:
     """The servers (``-1``: the fabric) the hops of ``channels`` touch, without listing
     channels whose summary knows them (:class:`LazyChannels`)."""
@@ -463,8 +470,7 @@ class GroupMemo:
         base = self._patterns.entries.get(any_count)
         if base is None:
             return self._recounted(key, any_count, n_servers)
-        touched = (-1, *range(n_servers)) if -1 in base.servers else tuple(range(n_servers))
-        pat = replace(base, servers=touched)
+        pat = replace(base, servers=_touched(base, n_servers))
         return self._patterns.get(key, lambda: pat)
 
     def _recounted(
@@ -500,7 +506,7 @@ class GroupMemo:
         pat = replace(
             base,
             numbers=tuple((f, bw.get(f, v)) for f, v in base.numbers),
-            servers=(-1, *range(n_servers)) if -1 in base.servers else tuple(range(n_servers)),
+            servers=_touched(base, n_servers),
         )
         return self._patterns.get(key, lambda: pat)
 

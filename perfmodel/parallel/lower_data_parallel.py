@@ -198,11 +198,15 @@ class DataParallelEmitters:
         shard dimension, then all-reduced over ``dp_replicate``.
 
         * The shard group's reduce-scatter carries ``(params - expert + expert x
-          hsdp_expert_grad_share(S, k)) x grad_reduce_bytes``: the dense gradients over the
+          ring_share(k, S)) x grad_reduce_bytes``: the dense gradients over the
           ``S = shard_group`` ranks and the experts' over their ``k =``
           :attr:`~perfmodel.parallel.plan.ParallelismPlan.expert_shard_degree` (efsdp) ranks,
           priced in the one collective over the shard group with their bytes scaled to the
-          ``(k - 1) / k`` a ring moves (:func:`hsdp_expert_grad_share`; none at ``k = 1``).
+          ``(k - 1) / k`` a ring moves (:func:`~perfmodel.parallel.lowering.ring_share`; none at
+          ``k = 1``: each rank holds its experts whole; all at ``k = S``, ``ep = 1``). The efsdp
+          group's own placement and its call's latency are not simulated separately (it lies
+          within a replica group's ranks, one server with the default placement), as in
+          :func:`~perfmodel.parallel.lowering.expert_grad_share`.
         * The replicas' all-reduce carries each rank's shard: ``((params - expert) /
           shard_group + expert / k) x grad_reduce_bytes``."""
         rc = self.rc
@@ -224,7 +228,7 @@ class DataParallelEmitters:
         rc = self.rc
         k = self.plan.expert_shard_degree
         dense = params - expert
-        rs_params = dense + expert * hsdp_expert_grad_share(rc.shard_group, k)
+        rs_params = dense + expert * ring_share(k, rc.shard_group)
         rs = self.dp_collective(
             s,
             CollectiveOp.REDUCESCATTER,
@@ -349,23 +353,6 @@ class DataParallelEmitters:
                 rc.param_gather.stream,
                 duration_s=dur,
             )
-
-
-def hsdp_expert_grad_share(shard_group: int, expert_shard_degree: int) -> float:
-    """Bytes of a routed-expert gradient in HSDP's shard-group reduce-scatter relative to a
-    dense one: :func:`~perfmodel.parallel.lowering.ring_share` ``(k, S)``.
-
-    The dense gradients are reduce-scattered over the ``S = shard_group`` ranks, the experts'
-    over their own ``k = expert_shard_degree`` ranks (torchtitan's ``efsdp``, within one
-    replica group: ``efsdp x ep = dp_shard x cp x tp``, ``build_mesh`` in
-    ``torchtitan/distributed/parallel_dims.py`` at b5bcd76); the lowering prices the experts'
-    in the shard group's collective with their bytes scaled: 0 at ``k = 1`` (each rank holds
-    its experts whole), 1 at ``k = S`` (``ep = 1``). As
-    :func:`~perfmodel.parallel.lowering.expert_grad_share`, the efsdp group's own placement and
-    its call's latency are not simulated separately (it lies within a replica group's ranks,
-    one server with the default placement).
-    """
-    return ring_share(expert_shard_degree, shard_group)
 
 
 def _embedding_grad_allreduce(

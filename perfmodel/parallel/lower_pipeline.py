@@ -374,7 +374,7 @@ class PipelineLowering(
         seconds in the same order."""
         ops = self.ops[s]
         share = self.rc.selective_recompute.share_for(self.wl)
-        if self.BY_VALUES and self.P > 1 and s > 0 and ops:
+        if self.BY_VALUES and s > 0 and ops:
             phase, _, c = ops[0]
             key = (self._values_key(self.chunks[c * self.P + s]), phase)
             hit = self._leads.get(key)

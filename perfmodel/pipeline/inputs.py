@@ -32,7 +32,7 @@ WorkloadFn = Callable[..., Any]
 
 
 @lru_cache(maxsize=64)
-def _topology(key: tuple[Any, ...], system_file: tuple[str, int, int] | None = None) -> Topology:
+def _topology(key: tuple[Any, ...], system_file: tuple[str, int, int] | None) -> Topology:
     """The topology of the hardware fields ``key`` (values of :data:`HARDWARE_FIELDS`, in order;
     ``nccl_env`` as ``(NcclEnv, where it was stated)``, or ``()`` for none: the parsed value,
     its origin in the key so that an error names what the user typed); ``system_file`` is the

@@ -52,7 +52,7 @@ from perfmodel.search.plans import (
     describe_plan,
     enumerate_plans,
 )
-from perfmodel.search.predict_parity import chosen_microbatch, drop_auto, with_auto
+from perfmodel.search.predict_parity import auto_microbatch, drop_auto, with_auto
 from perfmodel.search.ranking import kendall_tau_b
 from perfmodel.search.tta import StatisticalEfficiency
 
@@ -318,7 +318,7 @@ class SearchResult:
                     "rank": i + 1,
                     "label": c.label,
                     "plan": dict(c.plan),
-                    "microbatch_auto": _auto_mb(c),
+                    "microbatch_auto": auto_microbatch(c),
                     "gpus": c.gpus,
                     "global_batch": c.global_batch,
                     "stage": c.stage,
@@ -328,11 +328,6 @@ class SearchResult:
                 for i, c in enumerate(rows)
             ],
         }
-
-
-def _auto_mb(c: Candidate) -> int | None:
-    """The micro-batch a plan naming none ran at its deepest stage (``predict``'s choice)."""
-    return chosen_microbatch(c.report) if c.plan.get("microbatch") is None else None
 
 
 def _scalars(report: Mapping[str, Any]) -> dict[str, Any]:

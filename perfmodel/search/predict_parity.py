@@ -33,6 +33,7 @@ __all__ = [
     "analytic_line",
     "auto_kept",
     "auto_line",
+    "auto_microbatch",
     "auto_plans",
     "chosen_microbatch",
     "drop_auto",
@@ -72,6 +73,15 @@ def chosen_microbatch(report: Mapping[str, Any]) -> int | None:
     if mb is None:
         mb = (report.get("plan") or {}).get("microbatch_size")
     return None if mb is None else int(mb)
+
+
+def auto_microbatch(candidate: Any) -> int | None:
+    """The micro-batch a plan naming none ran at its deepest stage (``predict``'s choice, or
+    the screen's where only the screen evaluated it); ``None`` for a plan naming its own.
+    ``candidate`` is a :class:`~perfmodel.search.compare.Candidate`."""
+    if candidate.plan.get("microbatch") is not None:
+        return None
+    return chosen_microbatch(candidate.report)
 
 
 def auto_kept(report: Mapping[str, Any] | None, explicit: frozenset[int]) -> bool:
@@ -136,13 +146,12 @@ def auto_line(rows: Sequence[Any]) -> str:
     chose its size with the screen's memory estimate, which can differ from ``predict``'s
     (GPT-3 175B dp4 tp8 pp16 interleaved rc=full on 512 A100: the screen's mb6 against
     predict's mb8), so its size is marked as the screen's."""
-    auto = [c for c in rows if c.plan.get("microbatch") is None and chosen_microbatch(c.report)]
+    auto = [(c, mb) for c in rows if (mb := auto_microbatch(c))]
     if not auto:
         return ""
     named = ", ".join(
-        f"{c.label} -> mb{chosen_microbatch(c.report)}"
-        + (" (the screen's estimate)" if c.stage == "screen" else "")
-        for c in auto
+        f"{c.label} -> mb{mb}" + (" (the screen's estimate)" if c.stage == "screen" else "")
+        for c, mb in auto
     )
     return (
         "micro-batch auto-sized (a plan without mbN; searched: the default sizes 1,2,4,8, the "

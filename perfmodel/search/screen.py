@@ -677,10 +677,10 @@ class PlanScreen:
         ep: int = 1,
         cp: int = 1,
         kern: int = 0,
-        strides: tuple[int, int] | None = None,
+        *,
+        strides: tuple[int, int],
     ) -> _StageCosts:
         """The bottleneck stage's costs of one shape (``strides``: :meth:`_times`), cached."""
-        strides = strides or (1, tp)
         key = (mb, tp, pp, recompute, sp, ep, cp, kern, strides)
         hit = self._stage_cache.get(key)
         if hit is not None:
@@ -812,9 +812,7 @@ class PlanScreen:
             capacity_bytes=self.capacity_bytes,
         )
 
-    def _plan_memory_bytes(
-        self, plan: Any, per_replica: int, strides: tuple[int, int] | None = None
-    ) -> float:
+    def _plan_memory_bytes(self, plan: Any, per_replica: int, strides: tuple[int, int]) -> float:
         """The memory :meth:`_evaluate` states for ``plan`` (the larger of its first and last
         stage, :meth:`_memory`), bytes.
 
@@ -840,7 +838,7 @@ class PlanScreen:
             plan.ep,
             plan.cp,
             self._kernel_id(plan, m),
-            strides,
+            strides=strides,
         )
         rc = self._plan_recipe(plan)
         return max(
@@ -850,7 +848,7 @@ class PlanScreen:
         )
 
     def _auto_microbatch(
-        self, plan: Any, per_replica: int, strides: tuple[int, int] | None = None
+        self, plan: Any, per_replica: int, strides: tuple[int, int]
     ) -> tuple[Any, str | None]:
         """``plan`` with the micro-batch ``predict`` runs a plan without one, and the reason
         predict states for it (``None`` where the derived one stays): the rule of
@@ -921,7 +919,7 @@ class PlanScreen:
         # the kernels predict builds this plan's workload with (fusion, FP8 casts, FSDP2's
         # copies, the FP8 weight cast's share of each of the m micro-batches)
         kern = self._kernel_id(plan, m)
-        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern, strides)
+        st = self._stage(mb * k, tp, pp, recompute, sp, ep, cp, kern, strides=strides)
         # each phase's tensor-parallel collectives after its compute, or beside it as the
         # recipe overlaps them (Megatron-Core tp_comm_overlap: the lowering's split)
         overlap = rc.tp_comm.overlap

@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from perfmodel._io import SYSTEM_FILE_SUFFIXES
 from perfmodel.catalogue import topologies_dir
 from perfmodel.errors import ConfigError, UnknownHardwareError
 from perfmodel.hardware.links import get_link
 from perfmodel.topology.cluster import build_cluster
-from perfmodel.topology.files import SYSTEM_FILE_SUFFIXES, read_server_file
+from perfmodel.topology.files import read_server_file
 from perfmodel.topology.model import FabricSpec, Topology
 from perfmodel.topology.schema import NodeKind
 

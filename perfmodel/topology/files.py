@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# SYSTEM_FILE_SUFFIXES: the suffixes ``--system`` reads as a file, defined in perfmodel._io
-# beside the stamp that keys every cache a system file feeds (re-exported here)
-from perfmodel._io import SYSTEM_FILE_SUFFIXES as SYSTEM_FILE_SUFFIXES
 from perfmodel._io import parse_toml, read_text
 from perfmodel._memo import BoundedMemo
 from perfmodel.hardware.gpus import get_gpu

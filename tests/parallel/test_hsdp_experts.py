@@ -202,10 +202,11 @@ def test_mixtral_hsdp_without_overlap_reduces_as_hsdp_by_hand() -> None:
 )
 def test_hsdp_expert_grad_share_by_hand(shard: int, degree: int, share: float) -> None:
     """A ring moves ``(n - 1) / n``: the experts' efsdp reduce-scatter priced in the shard
-    group's collective moves ``((k - 1) / k) / ((S - 1) / S)`` of their bytes."""
-    from perfmodel.parallel.lower_data_parallel import hsdp_expert_grad_share
+    group's collective moves ``((k - 1) / k) / ((S - 1) / S)`` of their bytes (the lowering's
+    ``ring_share(k, S)``)."""
+    from perfmodel.parallel.lowering import ring_share
 
-    assert hsdp_expert_grad_share(shard, degree) == pytest.approx(share)
+    assert ring_share(degree, shard) == pytest.approx(share)
 
 
 def test_hsdp_expert_state_bytes_by_hand() -> None:
