@@ -208,20 +208,18 @@ def torus2d_allreduce_time(
     Reduce-scatter along each row ring (``m``), all-reduce along each column ring on the
     ``m / cols`` shard, all-gather along each row ring (Mikami et al. 2018, "Massively
     distributed SGD: ImageNet/ResNet-50 training in a flash"; Ying et al. 2018, 2-D torus on TPU
-    pods). Rows are the fast (intra-node) dimension.
+    pods). Rows are the fast (intra-node) dimension: the same steps as
+    :func:`hierarchical_allreduce_time` with each row ring (``cols`` ranks) as a node and the
+    ``rows`` of them joined by the column rings.
 
     >>> round(torus2d_allreduce_time(2, 2, 4e6, 0.0, 1e9, 0.0, 1e9), 6)
     0.006
     """
     if rows < 1 or cols < 1:
         raise ConfigError(f"torus shape {rows}x{cols} invalid", value=(rows, cols), where="torus")
-    t = 0.0
-    if cols > 1:
-        t += ring_reducescatter_time(cols, message_bytes, alpha_row_s, bw_row_Bps, reduce_Bps)
-        t += ring_allgather_time(cols, message_bytes, alpha_row_s, bw_row_Bps)
-    if rows > 1:
-        t += ring_allreduce_time(rows, message_bytes / cols, alpha_col_s, bw_col_Bps, reduce_Bps)
-    return t
+    return hierarchical_allreduce_time(
+        cols, rows, message_bytes, alpha_row_s, bw_row_Bps, alpha_col_s, bw_col_Bps, reduce_Bps
+    )
 
 
 def hierarchical_allreduce_time(

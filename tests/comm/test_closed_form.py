@@ -83,3 +83,13 @@ def test_torus_needs_positive_shape():
     with pytest.raises(ConfigError):
         cf.torus2d_allreduce_time(0, 2, 1e6, 0, 1e9, 0, 1e9)
     assert math.isfinite(cf.torus2d_allreduce_time(2, 4, 1e6, 0, 1e9, 0, 1e9))
+
+
+def test_torus_2x4_rings_golden():
+    # rows 2, cols 4: reduce-scatter and all-gather on the 4-rank row rings at the row links
+    # (3 x 1 us + 3/4 x 8 MB / 1 GB/s = 6.003 ms each), then all-reduce of the 2 MB shard on
+    # the 2-rank column rings at the column links (2 x 5 us + 2 x 1/2 x 2 MB / 100 MB/s =
+    # 20.01 ms): 32.016 ms, and the hierarchy with each row ring as a node
+    t = cf.torus2d_allreduce_time(2, 4, 8e6, 1 * us, 1e9, 5 * us, 1e8)
+    assert t == pytest.approx(32.016e-3, rel=1e-12)
+    assert t == cf.hierarchical_allreduce_time(4, 2, 8e6, 1 * us, 1e9, 5 * us, 1e8)
