@@ -317,11 +317,9 @@ def _chain_events(
         return
     g_key = _key(keys, static.gather_proto)
     r_key = _key(keys, static.reduce_proto) if reducing else ""
-    if own and type(entry[-1]) is not list:  # flat (rows on demand) on t's device: every event
-        if ct is None or tk is None:
-            _flat_events(append, static.flat, entry, g_key, r_key)
-        else:  # its compute stream as transitions (_class_seconds)
-            _flat_split(append, ct, tk, static.flat, entry, g_key, r_key)
+    if own and ct is not None and tk is not None and type(entry[-1]) is not list:
+        # flat (rows on demand) on t's device: its compute stream as transitions (_class_seconds)
+        _flat_split(append, ct, tk, static.flat, entry, g_key, r_key)
         keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
         return
@@ -359,45 +357,6 @@ def _chain_events(
         keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
 
 
-def _flat_events(
-    append: Any,
-    flat: tuple[tuple[float, float, float, float], ...],
-    entry: ChainEntry,
-    g_key: str,
-    r_key: str,
-) -> None:
-    """:func:`_chain_events` on the chain's own device where every segment's ``then_s`` is one
-    piece (``ChainStatic.flat``; ``r_key`` empty: no reduction): per segment, in the same
-    order, the gather, the TP piece from ``h`` to ``e`` (:func:`_pieces`' one piece: ``e`` is
-    the list schedule's ``h + T``, the ``h + T`` it adds), the first compute and the reduction,
-    at the times :func:`perfmodel.sim.chains.chain_rows` makes (the same recurrence inline,
-    ``h`` too, without a row tuple per segment)."""
-    ce, fg, fr, two, one = entry[-5:]
-    for g, c, x, r in flat:
-        gs = fg if fg >= two else two
-        fg = ge = gs + g
-        cs = ce if ce >= ge else ge
-        h = cs + c
-        ce = e = h + x
-        two = one
-        one = h
-        if ge > gs:
-            append((gs, 1, g_key))
-            append((ge, -1, g_key))
-        if e > h:
-            append((h, 1, "0|comm:tp"))
-            append((e, -1, "0|comm:tp"))
-        if h > cs:
-            append((cs, 1, "0|compute"))
-            append((h, -1, "0|compute"))
-        if r_key:
-            rs = fr if fr >= e else e
-            fr = re = rs + r
-            if re > rs:
-                append((rs, 1, r_key))
-                append((re, -1, r_key))
-
-
 _IDLE = "~"
 """The chains' compute-stream key while none of their computes runs (:func:`_flat_split`):
 above every ``"prio|class"`` key (they begin with a digit), so the minimum of it and the
@@ -422,8 +381,11 @@ def _flat_split(
     g_key: str,
     r_key: str,
 ) -> None:
-    """:func:`_flat_events` with the compute stream as transitions: each gather and reduction
-    event as there (``append``), each segment's first compute ``[cs, h]`` and TP piece ``[h,
+    """:func:`_chain_events` of a chain on its own device where every segment's ``then_s`` is
+    one piece (``ChainStatic.flat``; ``r_key`` empty: no reduction), with the compute stream as
+    transitions, at the times :func:`perfmodel.sim.chains.chain_rows` makes (the same
+    recurrence inline, without a row tuple per segment): each gather and reduction event as
+    there (``append``), each segment's first compute ``[cs, h]`` and TP piece ``[h,
     e]`` (where longer than zero, as there) as the times in ``ct`` at which the chains'
     compute-stream key becomes ``tk``'s (``"0|compute"``, ``"0|comm:tp"``, :data:`_IDLE`
     after the last).

@@ -20,13 +20,12 @@ breakdown reads rows through :func:`chain_rows`, marks through :func:`chain_mark
 
 The flat chains' recurrence (``g_i = max(g free, h_{i-2}) + G_i``, ``cs_i = max(e_{i-1},
 g_i's end)``, ``h_i = cs_i + C_i``, ``e_i = h_i + T_i``, ``r_i = max(r free, e_i) + R_i``) is
-written five times, each with the same operations on the same values so that every time is
+written four times, each with the same operations on the same values so that every time is
 bit for bit the same (kept apart for speed: each is a hot loop over ~37,000 segments of the
 gather-bound GPT-3 175B FSDP plan): :func:`_chain`'s two loops (reducing or not),
-:func:`chain_rows` (the rows and marks, from the five start values), and
-``perfmodel.report.step_breakdown``'s ``_flat_events`` (the breakdown's events) and
-``_flat_split`` (the same with the compute stream as transitions). A change to it goes in
-all five; ``tests/sim/test_lazy_chain_rows.py`` compares them with :func:`_chain_runs`'
+:func:`chain_rows` (the rows and marks, from the five start values; the breakdown's events
+read them), and ``perfmodel.report.step_breakdown``'s ``_flat_split`` (the critical device's
+compute stream as transitions). A change to it goes in all four; ``tests/sim/test_lazy_chain_rows.py`` compares them with :func:`_chain_runs`'
 general recurrence.
 """
 

@@ -482,7 +482,7 @@ def test_a_chain_is_its_fine_tasks(
     :func:`test_hand_computed_chain_and_its_fine_tasks`): every gather, compute and
     reduction, the marks, the chain's end, what waits on them and a task on each of its
     reduction and gather streams after it; and its breakdown is theirs
-    (``step_breakdown._flat_events`` where ``flat`` is made)."""
+    (``step_breakdown._chain_events`` reading ``chain_rows`` where ``flat`` is made)."""
     g_spec, r_spec = _specs()
     items = tuple(
         ChainSegment(g, c, tuple(then), r if reducing else 0.0, g_spec.group, r_spec.group)

@@ -1,7 +1,7 @@
 """A gather chain of one-piece segments keeps no rows in the list schedule
 (``perfmodel.sim.chains._chain``: its marks and the five values it started from);
 :func:`perfmodel.sim.chains.chain_rows` makes them on demand and the
-breakdown replays them inline (``step_breakdown._compute_busy``, ``_flat_events``). Each test
+breakdown replays them inline (``step_breakdown._compute_busy``, ``_flat_split``). Each test
 compares that lazy path with the eager one: the same graphs scheduled with every chain through
 ``_chain_runs`` (the general recurrence, a row tuple per item), whose rows the breakdown reads
 through its general loop. Marks, rows, busy seconds (kept by the list schedule of a graph with
