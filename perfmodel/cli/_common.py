@@ -10,7 +10,7 @@ import inspect
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfmodel._schema import FLAG_WORDS, split_assignments
@@ -190,12 +190,29 @@ def system_flags(args: argparse.Namespace) -> dict[str, Any]:
     return d
 
 
+def check_custom_only_flags(
+    system: str, args: argparse.Namespace, file_keys: Mapping[str, Any] | None = None
+) -> None:
+    """Refuse ``--gpus-per-node`` / ``--intra-node`` (and a scenario file's ``gpus_per_node`` /
+    ``intra_node`` the flags do not override, ``file_keys``) for a system other than
+    ``custom``, naming the flag or the file's key
+    (:func:`perfmodel.topology.builders.check_custom_only`, the one check)."""
+    from perfmodel.topology.builders import CUSTOM_ONLY_KEYS, check_custom_only
+
+    flags = {k: getattr(args, k, None) for k in CUSTOM_ONLY_KEYS}
+    check_custom_only(system, flags, form="flag")
+    if file_keys:
+        left = {k: v for k, v in file_keys.items() if k in CUSTOM_ONLY_KEYS and flags[k] is None}
+        check_custom_only(system, left, form="key", where=getattr(args, "scenario", None))
+
+
 def system_from_args(args: argparse.Namespace) -> Topology:
     """Build the :class:`Topology` the hardware flags (:data:`SYSTEM_KEYS`, one per scenario
     hardware field) describe (:func:`perfmodel.topology.builders.build_system`, then
     ``--nccl``'s P2P rule and ``--nccl-env``)."""
     from perfmodel.topology.builders import build_system
 
+    check_custom_only_flags(args.system, args)
     hw = {k: getattr(args, k) for k in SYSTEM_KEYS}
     nccl = hw.pop("nccl")
     del hw["nccl_env"]  # parsed once: _nccl_env_flag

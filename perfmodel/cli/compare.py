@@ -41,12 +41,14 @@ from perfmodel.cli._common import (
     add_system_args,
     add_typed_arg,
     add_typed_args,
+    check_custom_only_flags,
     flag_dest,
     parse_budget,
     parse_model_args,
     print_json,
     system_flags,
 )
+from perfmodel.cli.compare_checks import check_objective, statistical_efficiency
 from perfmodel.cli.headers import job_header
 from perfmodel.errors import ConfigError
 
@@ -222,7 +224,8 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-#: McCandlish et al. 2018's statistical efficiency (:func:`_stat`): ``(flag, kind, help)``.
+#: McCandlish et al. 2018's statistical efficiency
+#: (:func:`~perfmodel.cli.compare_checks.statistical_efficiency`): ``(flag, kind, help)``.
 STATISTICAL_EFFICIENCY_FLAGS: tuple[TypedFlag, ...] = (
     ("--b-noise", ty.positive_float, "gradient noise scale B_noise (samples)"),
     ("--min-steps", ty.positive_float, "S_min: steps to target at infinite batch"),
@@ -258,6 +261,13 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--model is required", where="--model")
     d: dict[str, Any] = {"model": args.model, "model_args": parse_model_args(args.model_arg)}
     d.update(system_flags(args))  # --nccl-env parsed once, naming the flag
+    if args.systems:  # the flags apply to every entry (each entry's own keys: SystemOption)
+        from perfmodel.search.whatif import parse_systems
+
+        for opt in parse_systems(args.systems):
+            check_custom_only_flags(opt.system, args)
+    elif args.system:
+        check_custom_only_flags(args.system, args)
     for attr in (
         "precision",
         "optimizer",
@@ -305,25 +315,10 @@ def _system_prices(args: argparse.Namespace, systems: list[Any]) -> dict[str, An
     return {**listed_prices(systems), **_pricing(args, [s.label for s in systems])}
 
 
-def _stat(args: argparse.Namespace) -> Any:
-    from perfmodel.search.tta import StatisticalEfficiency
-
-    if args.b_noise is None:
-        return None
-    if args.min_steps is not None:
-        return StatisticalEfficiency(args.min_steps, args.b_noise, source="--min-steps/--b-noise")
-    if args.min_epochs is not None:
-        if not args.dataset_size:
-            raise ConfigError("--min-epochs needs --dataset-size", where="--min-epochs")
-        return StatisticalEfficiency.from_min_epochs(
-            args.min_epochs, args.b_noise, args.dataset_size, source="--min-epochs/--b-noise"
-        )
-    raise ConfigError("--b-noise needs --min-steps or --min-epochs", where="--b-noise")
-
-
 def run(args: argparse.Namespace) -> int:
     if args.tta_data:
         return _run_tta(args)
+    check_objective(args)
     if args.systems:
         return _run_systems_search(args) if args.search else _run_whatif(args)
     if args.search:
@@ -357,7 +352,8 @@ def _search_plans(
 ) -> SearchResult:
     """The plan search of ``base`` as the flags set it: the search stages (``--objective``,
     ``--no-screen``, ``--analytic-k``, ``--confirm-k``, ``--budget`` as a hard limit, ``--jobs``)
-    and the statistical efficiency (:func:`_stat`); each GPU count runs on
+    and the statistical efficiency
+    (:func:`~perfmodel.cli.compare_checks.statistical_efficiency`); each GPU count runs on
     ``ceil(gpus / gpus_per_node)`` servers. One reading of these flags for ``compare --system``
     and ``compare --systems --search``; ``extra``: more :func:`search_plans` keywords."""
     from perfmodel.search.compare import search_plans
@@ -369,7 +365,7 @@ def _search_plans(
         global_batches=batches,
         space=space,
         objective=args.objective,
-        stat=_stat(args),
+        stat=statistical_efficiency(args),
         screen=not args.no_screen,
         analytic_k=args.analytic_k,
         confirm_k=args.confirm_k,

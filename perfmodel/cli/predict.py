@@ -36,6 +36,7 @@ from perfmodel.cli._common import (
     add_system_args,
     add_typed_arg,
     add_typed_args,
+    check_custom_only_flags,
     flag_dest,
     merge_plan_flag,
     nccl_explain_line,
@@ -240,6 +241,8 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     d: dict[str, Any] = {}
     if args.scenario:
         d.update({k.replace("-", "_"): v for k, v in load_structured(args.scenario).items()})
+    from_file = dict(d)
+    args.scenario_keys = frozenset(from_file)  # what an error names as the file's key
     for key in _FLAG_KEYS:
         v = getattr(args, key, None)
         if v is None or (key == "nodes" and v == 1 and "nodes" in d):
@@ -286,6 +289,8 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
         )
     if "model" not in d:
         raise ConfigError("no model: give --model or a scenario file with 'model'", where="--model")
+    if isinstance(d["system"], str):  # another type: Scenario.from_dict names it
+        check_custom_only_flags(d["system"], args, from_file)
     return d, curve
 
 
@@ -459,6 +464,7 @@ def run(args: argparse.Namespace) -> int:
             return _run_curve(args, sc, curve, pricing, given)
         return _run_one(args, sc, pricing, given)
     except PerfModelError as exc:
+        checks.name_the_flags(exc, args, _FLAG_KEYS)
         checks.name_the_file(exc, args, _FLAG_KEYS)
         raise
 

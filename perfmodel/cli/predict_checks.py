@@ -7,6 +7,7 @@ work), and the scenario file named in an error about it."""
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -130,6 +131,36 @@ def refuse_ignored_flags(args: argparse.Namespace, sc: Any, curve: list[int] | N
                 value=args.memory_format,
                 where="--memory-format",
             )
+
+
+#: The scenario keys an error's text may state as ``key=value`` (the GPUs and servers a run
+#: uses: :func:`perfmodel.pipeline.resolve._gpus_used`), written as their flags
+#: (``--nodes 2``) when no scenario file set them (:func:`name_the_flags`).
+_STATED_KEYS = ("gpus", "nodes")
+
+
+def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) -> None:
+    """Let an error about a scenario key that no scenario file set name it as its flag, as the
+    user writes it (user21: ``nodes=2049``, ``global_batch:``, ``scenario.precision:`` for
+    ``--nodes``, ``--global-batch``, ``--precision``): ``where`` becomes the flag, and the
+    ``key=value`` of :data:`_STATED_KEYS` in its text ``--key value``. A key the file set keeps
+    its name (:func:`name_the_file` then names the file)."""
+    where = exc.where if isinstance(exc.where, str) else ""
+    key = where.removeprefix("scenario.")
+    if where.startswith("-") or key not in {*flag_keys, "gpus"}:
+        return
+    file_keys = getattr(args, "scenario_keys", frozenset())
+    from_file = {
+        k for k in file_keys if getattr(args, k, None) is None or (k == "nodes" and args.nodes == 1)
+    }
+    if key in from_file:
+        return
+    msg = str(exc.args[0]) if exc.args else ""
+    for k in _STATED_KEYS:
+        if k not in from_file:
+            msg = re.sub(rf"(?<![\w*.<>-]){k}=(?=\d)", f"--{k} ", msg)
+    exc.args = (msg, *exc.args[1:])
+    exc.where = "--" + key.replace("_", "-")
 
 
 def name_the_file(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) -> None:

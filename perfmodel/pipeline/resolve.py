@@ -30,7 +30,11 @@ def check_precision_runs(spec: Any, precision: Precision, *, where: str = "preci
     dtype=torch.bfloat16)`` raises "Current CUDA Device does not support bfloat16" where
     ``torch.cuda.is_bf16_supported()`` is false (``torch/amp/autocast_mode.py``), so a V100
     "bf16" run is not a run to predict (it was accepted at the FP32 rate, MFU 61.9% against the
-    FP32 peak; issue 28, item 5). FP8 before Hopper/Ada and any format the GPU lacks raise from
+    FP32 peak; issue 28, item 5). TF32 likewise needs TF32 tensor cores (a TF32 rate in the
+    GPU catalogue's ``peak_flops``: NVIDIA Ampere and newer; not Volta, Turing or the CDNA 4
+    MI355X): on the others PyTorch's ``allow_tf32`` switches change nothing and the run is FP32,
+    so a "tf32" run there is the fp32 run under another name (user21: V100 tf32 was accepted
+    and computed as fp32). FP8 before Hopper/Ada and any format the GPU lacks raise from
     :meth:`~perfmodel.hardware.GPUSpec.peak`. A calibrated CPU device is not checked.
 
     Raises
@@ -46,6 +50,15 @@ def check_precision_runs(spec: Any, precision: Precision, *, where: str = "preci
             f"{spec.name} ({spec.architecture}) has no BF16 tensor cores: bf16 needs an Ampere "
             "or newer GPU (PyTorch's autocast refuses bfloat16 where "
             "torch.cuda.is_bf16_supported() is false); use fp16 (mixed precision) or fp32",
+            value=precision.value,
+            where=where,
+        )
+    if dtype is DType.TF32 and DType.TF32 not in spec.peak_flops:
+        raise ConfigError(
+            f"{spec.name} ({spec.architecture}) has no TF32 tensor cores: tf32 needs a GPU "
+            "with them (NVIDIA Ampere or newer; on this one PyTorch's allow_tf32 switches "
+            "change nothing and the run is FP32); use fp32 (the same run), or fp16 (mixed "
+            "precision)",
             value=precision.value,
             where=where,
         )
@@ -96,7 +109,7 @@ def resolve(sc: Scenario) -> Resolved:
     p = parse_scenario(sc)
     topo = topology_of(sc)
     check_precision_runs(topo.gpu_spec(), p.precision, where="scenario.precision")
-    n = _gpus_used(p, topo, sc.nodes)
+    n = _gpus_used(p, topo, sc.system, sc.nodes)
     preset = p.preset
     check_single_node(preset.name, n, topo.gpus_per_node)
     plan, bpr = plan_for(p, n)
@@ -155,15 +168,28 @@ def plan_for(p: ParsedScenario, n: int) -> tuple[ParallelismPlan, int]:
     return plan, bpr
 
 
-def _gpus_used(p: ParsedScenario, topo: Topology, nodes: Any) -> int:
+def _gpus_used(p: ParsedScenario, topo: Topology, system: str, nodes: Any) -> int:
     """The GPUs the run uses (``gpus``, default all of the topology's), at most the
-    topology's."""
+    topology's. The refusal names the system as given (``system``, not the cluster's
+    ``dgx-h100x2048``) and suggests only what is accepted: ``nodes=ceil(gpus / per server)``
+    while that stays within :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS` (the keys as
+    ``key=value``; ``predict`` writes them as the flags, ``--nodes 2``, where no scenario file
+    set them: :func:`perfmodel.cli.predict_checks.name_the_flags`)."""
+    from perfmodel.topology.cluster import MAX_CLUSTER_GPUS
+
     n = p.gpus or topo.num_gpus
     if n > topo.num_gpus:
         per = topo.gpus_per_node
+        need = math.ceil(n / per)
+        fix = (
+            f"use nodes={need}, or at most gpus={topo.num_gpus}"
+            if need * per <= MAX_CLUSTER_GPUS
+            else f"use at most gpus={topo.num_gpus} (nodes={need} would be {need * per:,} "
+            f"GPUs, above the {MAX_CLUSTER_GPUS:,} perfmodel builds)"
+        )
         raise InfeasiblePlanError(
-            f"gpus={n} but system {topo.name} with nodes={nodes} has {topo.num_gpus} GPUs; "
-            f"use nodes={math.ceil(n / per)} or gpus<={topo.num_gpus}",
+            f"gpus={n} but system {system} with nodes={nodes} has {topo.num_gpus:,} GPUs "
+            f"({per} per server); {fix}",
             value=n,
             where="gpus",
         )
@@ -208,10 +234,12 @@ def _batch_per_replica(p: ParsedScenario, dp: int, learners: int, mode: DPMode) 
         gb = p.global_batch
         if gb % split:
             what = f"dp={dp} replicas" + (f" x {learners} learners" if split != dp else "")
+            below = gb // split * split
+            near = " or ".join(str(b) for b in (below, below + split) if b > 0)
+            plan = _fewer_replicas(p, dp, gb) if split == dp else ""
             raise InfeasiblePlanError(
                 f"global batch {gb} does not split over {what}; global batches that "
-                f"do: multiples of {split}, e.g. {max(split, gb // split * split)} or "
-                f"{(gb // split + 1) * split}",
+                f"do: multiples of {split}, e.g. {near}{plan}",
                 value=gb,
                 where="global_batch",
             )
@@ -227,6 +255,21 @@ def _batch_per_replica(p: ParsedScenario, dp: int, learners: int, mode: DPMode) 
             where="global_batch",
         )
     return bpr
+
+
+def _fewer_replicas(p: ParsedScenario, dp: int, gb: int) -> str:
+    """The hint of a global batch refused under the default plan, pure data parallelism (no
+    ``dp``, ``tp``, ``pp`` or ``cp`` given; user21: Llama 3 405B on 128 GPUs): the smallest
+    ``tp`` that leaves a replica count ``gb`` splits over, and the plan search; ``""`` for a
+    plan the user gave."""
+    if p.dp is not None or p.tp != 1 or p.pp != 1 or p.cp != 1:
+        return ""
+    tp = next((d for d in divisors(dp) if d > 1 and gb % (dp // d) == 0), None)
+    fit = "" if tp is None else f", e.g. tp={tp} (--plan tp={tp}) leaves dp={dp // tp}"
+    return (
+        f"; or fewer replicas than the default plan's (pure data parallelism): tensor or "
+        f"pipeline parallelism{fit}, and `perfmodel compare` searches plans"
+    )
 
 
 def recipe_of(p: ParsedScenario, plan: ParallelismPlan, topo: Topology) -> Recipe:

@@ -105,7 +105,11 @@ class SystemOption:
                     value=v,
                     where=where,
                 )
-        return cls(label=str(text).strip(), system=parts[0], overrides=over)
+        from perfmodel.topology.builders import check_custom_only
+
+        label = str(text).strip()
+        check_custom_only(parts[0], over, form="entry", where=label)
+        return cls(label=label, system=parts[0], overrides=over)
 
 
 def parse_systems(text: str, *, where: str = "--systems") -> list[SystemOption]:

@@ -8,7 +8,9 @@ is applied by :func:`perfmodel.topology.nccl_p2p.with_nccl_p2p_rule`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Literal
 
 from perfmodel._io import SYSTEM_FILE_SUFFIXES
 from perfmodel.catalogue import topologies_dir
@@ -169,7 +171,10 @@ def build_system(
     """The system the hardware flags or scenario keys describe: ``custom`` (built from ``gpu``,
     ``gpus_per_node``, ``intra_node`` and the fabric, :func:`perfmodel.topology.custom.custom_system`),
     else a catalogue name or topology file (:func:`load_system`; ``gpus_per_node`` and
-    ``intra_node`` describe only a custom system)."""
+    ``intra_node`` describe only a custom system: given for another,
+    :func:`check_custom_only` refuses them, naming them as scenario fields; the CLI and the
+    what-if's ``--systems`` entries call it first, naming the flag, file key or entry)."""
+    check_custom_only(system, {"gpus_per_node": gpus_per_node, "intra_node": intra_node})
     if system == "custom":
         from perfmodel.topology.custom import custom_system
 
@@ -192,3 +197,115 @@ def build_system(
         fabric_topology=fabric_topology,
         oversubscription=oversubscription,
     )
+
+
+#: The hardware keys that describe only ``--system custom`` (a server built from parts): a
+#: catalogue system or a system file states its GPUs per server and its wiring itself, and
+#: :func:`load_system` reads neither key (user21: ``dgx-a100:intra_node=pcie4`` was predicted
+#: as the NVSwitch DGX, PCIe costing nothing).
+CUSTOM_ONLY_KEYS = ("gpus_per_node", "intra_node")
+
+#: How a caller names a key: ``flag`` (``--intra-node pcie4``), ``key`` (a scenario file's
+#: ``intra_node = "pcie4"``), ``entry`` (a ``--systems`` entry's ``intra_node=pcie4``) or
+#: ``field`` (the Python API's ``scenario.intra_node='pcie4'``).
+KeyForm = Literal["flag", "key", "entry", "field"]
+
+
+def check_custom_only(
+    system: str, given: Mapping[str, Any], *, form: KeyForm = "field", where: str | None = None
+) -> None:
+    """Refuse :data:`CUSTOM_ONLY_KEYS` set for a system other than ``custom``, and a bad
+    ``intra_node`` value for any system: the one check of the CLI flags, the scenario files,
+    the Python API (:func:`build_system`) and the what-if's ``--systems`` entries, each naming
+    the keys as its user wrote them (``form``) and where they came from (``where``: the
+    scenario file, the ``--systems`` entry; the flag or field otherwise).
+
+    Raises
+    ------
+    ConfigError
+        Naming the key, its value, its origin and the system; saying what to use instead
+        (``--system custom --gpu ... --intra-node ...``, or a GPU-selectable catalogue PCIe
+        server).
+    """
+    keys = [k for k in CUSTOM_ONLY_KEYS if given.get(k) is not None]
+    if not keys:
+        return
+    head = f"--systems entry {where!r}: " if form == "entry" else f"{where}: " if where else ""
+    intra = given.get("intra_node")
+    if intra is not None:
+        from perfmodel.topology.custom import IntraNode
+
+        try:
+            IntraNode.parse(intra)
+        except ConfigError:
+            raise ConfigError(
+                f"{head}{_named('intra_node', intra, form)}: not an intra-node link; use one of "
+                f"{', '.join(m.value for m in IntraNode)}",
+                value=intra,
+                where=_origin("intra_node", form, where),
+            ) from None
+    if system == "custom":
+        return
+    named = " and ".join(_named(k, given[k], form) for k in keys)
+    verb = "describe" if len(keys) > 1 else "describes"
+    desc = read_server_file(system_path(system)) if system != "calibrated" else None
+    gpu = given.get("gpu") or (desc.gpu if desc is not None else None) or "GPU"
+    per = given.get("gpus_per_node") or (len(desc.gpu_ids) if desc is not None else 8)
+    parts = {"gpu": gpu, "gpus_per_node": per, "intra_node": intra or "pcie4"}
+    what = (
+        f"{len(desc.gpu_ids)} x {desc.gpu} per server, wired as its file states"
+        if desc is not None
+        else "the one device of a calibration profile"
+    )
+    pcie = " or ".join(
+        _system_form(s, {"gpu": gpu}, form) for s in list_systems() if _gpu_selectable(s)
+    )
+    raise ConfigError(
+        f"{head}{named} {verb} only a custom system (one built from parts); system {system!r} "
+        f"is {what}, which {'they do' if len(keys) > 1 else 'it does'} not change. Use "
+        f"{_system_form('custom', parts, form)}, or a catalogue PCIe server whose GPU you "
+        f"choose: {pcie}",
+        value=given[keys[0]],
+        where=_origin(keys[0], form, where),
+    )
+
+
+def _named(key: str, value: Any, form: KeyForm) -> str:
+    """``key`` set to ``value`` as its user wrote it (:data:`KeyForm`)."""
+    if form == "flag":
+        return f"--{key.replace('_', '-')} {value}"
+    if form == "entry":
+        return f"{key}={value}"
+    if form == "key":
+        return f"{key} = {value!r}"
+    return f"scenario.{key}={value!r}"
+
+
+def _origin(key: str, form: KeyForm, where: str | None) -> str:
+    """The error's ``where``: the flag, the file, the ``--systems`` flag or the field."""
+    if form == "flag":
+        return f"--{key.replace('_', '-')}"
+    if form == "entry":
+        return "--systems"
+    if form == "key" and where:
+        return where
+    return f"scenario.{key}"
+
+
+def _system_form(system: str, parts: Mapping[str, Any], form: KeyForm) -> str:
+    """``system`` with ``parts`` as the user would write them: ``--system custom --gpu X
+    ...``, ``system = "custom", gpu = "X", ...``, ``custom:gpu=X:...`` or
+    ``Scenario(system='custom', gpu='X', ...)``."""
+    if form == "flag":
+        return " ".join([f"--system {system}", *(_named(k, v, form) for k, v in parts.items())])
+    if form == "entry":
+        return ":".join([system, *(_named(k, v, form) for k, v in parts.items())])
+    items = {"system": system, **parts}
+    if form == "key":
+        return ", ".join(f"{k} = {v!r}" for k, v in items.items())
+    return f"Scenario({', '.join(f'{k}={v!r}' for k, v in items.items())})"
+
+
+def _gpu_selectable(name: str) -> bool:
+    """Whether catalogue system ``name`` takes any GPU (``gpu_selectable``: pcie-8x-server)."""
+    return read_server_file(system_path(name)).gpu_selectable

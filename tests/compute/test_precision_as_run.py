@@ -9,13 +9,15 @@ run (bf16 on a V100) is refused, as docs/cli.md promises.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from perfmodel.api import TF32_CONV_NOTE, Scenario, predict
+from perfmodel.api import TF32_CONV_NOTE, Scenario, check_precision_runs, predict
 from perfmodel.cli import main
 from perfmodel.compute import ComputeModel, ComputeParams
-from perfmodel.dtypes import Precision
+from perfmodel.dtypes import DType, Precision
+from perfmodel.errors import ConfigError
 from perfmodel.hardware import get_gpu
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.parallel.recipe import build_recipe
@@ -113,3 +115,37 @@ def test_bf16_on_a_gpu_without_bf16_units_exits_2(
     err = capsys.readouterr().err
     assert "no BF16 tensor cores" in err and "fp16" in err
     assert main(["--quiet", *argv, "--precision", "fp16"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("system", "gpu"),
+    [("dgx1-v100", "V100-SXM2-16GB (Volta)"), ("dgx1-p100", "P100-SXM2-16GB (Pascal)")],
+)
+def test_tf32_on_a_gpu_without_tf32_units_exits_2(
+    system: str, gpu: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """user21 item 2: a V100 "tf32" run was accepted and computed as fp32 (PyTorch's
+    allow_tf32 changes nothing there); refused like bf16, from the catalogue's TF32 rate
+    (exit 0 before the fix); nothing written."""
+    argv = ["predict", "--system", system, "--model", "resnet50", "--batch-per-gpu", "64"]
+    trace = tmp_path / "t.json"
+    assert main([*argv, "--precision", "tf32", "--trace", str(trace)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and not trace.exists()
+    assert f"--precision: {gpu} has no TF32 tensor cores" in out.err
+    assert "use fp32 (the same run)" in out.err
+
+
+def test_tf32_refusal_reads_the_catalogue_and_the_api_names_the_field() -> None:
+    """The rule is the GPU's own TF32 rate, not a name list: an Ampere GPU runs tf32, and the
+    API's error names ``scenario.precision``."""
+    a100 = get_gpu("A100-SXM4-80GB")
+    assert DType.TF32 in a100.peak_flops
+    check_precision_runs(a100, Precision.TF32)  # accepted
+    with pytest.raises(ConfigError, match=r"T4 \(Turing\) has no TF32 tensor cores") as exc:
+        check_precision_runs(get_gpu("T4"), Precision.TF32)
+    assert exc.value.where == "precision"
+    sc = Scenario(system="dgx1-v100", model="resnet50", batch_per_gpu=8, precision="tf32")
+    with pytest.raises(ConfigError) as exc:
+        predict(sc)
+    assert exc.value.where == "scenario.precision" and exc.value.value == "tf32"

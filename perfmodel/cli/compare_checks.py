@@ -1,0 +1,61 @@
+"""What ``perfmodel compare`` checks of its plan-search inputs before any prediction: the
+statistical-efficiency model of ``--objective tta`` and whether the mode reads ``--objective``
+at all (user21: the what-if exited 0 with ``--objective tta``, ignored)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from perfmodel.errors import ConfigError
+
+
+def statistical_efficiency(args: argparse.Namespace) -> Any:
+    """McCandlish et al. 2018's statistical-efficiency model the flags give
+    (:class:`perfmodel.search.tta.StatisticalEfficiency`: ``--b-noise`` with ``--min-steps``,
+    or ``--min-epochs`` and ``--dataset-size``), or ``None`` without ``--b-noise``."""
+    from perfmodel.search.tta import StatisticalEfficiency
+
+    if args.b_noise is None:
+        return None
+    if args.min_steps is not None:
+        return StatisticalEfficiency(args.min_steps, args.b_noise, source="--min-steps/--b-noise")
+    if args.min_epochs is not None:
+        if not args.dataset_size:
+            raise ConfigError("--min-epochs needs --dataset-size", where="--min-epochs")
+        return StatisticalEfficiency.from_min_epochs(
+            args.min_epochs, args.b_noise, args.dataset_size, source="--min-epochs/--b-noise"
+        )
+    raise ConfigError("--b-noise needs --min-steps or --min-epochs", where="--b-noise")
+
+
+def check_objective(args: argparse.Namespace) -> None:
+    """``--objective``'s inputs, checked once before any prediction for every path of
+    ``compare`` (the plan search, ``--systems --search`` and the what-if): ``tta`` needs the
+    statistical-efficiency model (:func:`statistical_efficiency`), as the search's score
+    (:func:`perfmodel.search.compare.objective_score`) does; the what-if (``--systems``
+    without ``--search``) ranks no plans, so an objective other than the default is refused
+    there as the other plan-search flags are (``compare._refuse_plan_flags``; user21:
+    ``--objective tta`` exited 0, ignored).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``--objective``, its value and what it needs.
+    """
+    if args.objective == "tta" and statistical_efficiency(args) is None:
+        raise ConfigError(
+            "--objective tta needs a statistical-efficiency model: --b-noise with --min-steps "
+            "(or --min-epochs and --dataset-size)",
+            value=args.objective,
+            where="--objective",
+        )
+    if args.systems and not args.search and args.objective != "throughput":
+        raise ConfigError(
+            f"--objective {args.objective}: the what-if (--systems without --search) predicts "
+            "each system's default plan and ranks no plans by an objective (it prints times, "
+            "costs with a price, and the cheapest option meeting --deadline); add --search "
+            f"(one --gpus count) to search plans by {args.objective}",
+            value=args.objective,
+            where="--objective",
+        )
