@@ -535,7 +535,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
             domain = _nvlink_domain(sc)
         except ConfigError as exc:  # named as the entry's key, not predict's flag
             raise option_error(opt, exc) from exc
-        res = _search_plans(args, sc, gpus, batches, space, gpn)
+        res = _search_plans(args, sc, gpus, batches, space, gpn, pricing=prices.get(opt.label))
         # the best plan the deepest stage kept in memory (a later stage may find the screen's
         # favourite out of memory: its score is then infinite)
         best = next(

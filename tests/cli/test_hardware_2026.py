@@ -70,3 +70,18 @@ def test_search_needs_systems(capsys) -> None:
     rc = main(["compare", "--system", "dgx-b200", "--search", "--model", "gpt2",
                "--global-batch", "8"])  # fmt: skip
     assert rc == 2 and "--systems" in capsys.readouterr().err
+
+
+def test_compare_systems_search_ranks_by_cost_with_each_systems_price(capsys) -> None:
+    # --objective cost ranks each system's plans by dollars per sample: the search of each
+    # --systems entry is handed that entry's price (it was not, so every such run stopped
+    # with "objective cost needs a price" however the price was given)
+    args = ["compare", "--systems", "dgx-a100,dgx-h100", "--search", "--model", "gpt2",
+            "--gpus", "8", "--global-batch", "64", "--precision", "bf16", "--confirm-k", "0",
+            "--analytic-k", "2", "--quiet", "--objective", "cost"]  # fmt: skip
+    assert main([*args, "--price-per-gpu-hour", "1.5,3"]) == 0
+    out = capsys.readouterr().out
+    assert "dgx-a100" in out and "dgx-h100" in out
+    # without a price the search still refuses, naming the flags that give one
+    assert main(args) == 2
+    assert "needs a price" in capsys.readouterr().err
