@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from perfmodel.parallel.placement import DEFAULT_ORDER
 from perfmodel.search.screen import PlanScreen
+from perfmodel.search.screen_ranks import Ranks
 
 ARGS = {"layers": 6, "hidden": 512, "heads": 8, "seq_len": 256}
 
 
 def test_block_sum_equals_layer_by_layer_sum() -> None:
     screen = PlanScreen({"system": "dgx-a100", "model": "gpt", "model_args": ARGS})
-    parts = screen._parts(2, 2, "full", False)
+    parts = screen._parts(2, 2, "full", False, strides=Ranks.of(DEFAULT_ORDER, 1, 1, 2))
     costs = screen._system_costs(1)
     wl = screen._workload(2, 2, False)
     blocks = [la for la in wl.layers if la.block is not None]
