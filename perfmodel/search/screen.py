@@ -340,6 +340,7 @@ class PlanScreen(ScreenGroups):
         self._kernels: list[Any] = [self.recipe.kernels(1)]
         self._dp_times: dict[tuple[Any, float, int, int], float] = {}  # _dp_collective_s
         self._p2p_cache: dict[tuple[Any, ...], list[tuple[list[tuple[str, str]], Any]]] = {}
+        self._shape_keys: dict[tuple[Ranks, int, int, int], tuple[Any, ...]] = {}  # _shape_key
         self._tp_over: dict[tuple[str, float, float, float], float] = {}  # _phase_s
         self._leads: dict[tuple[Any, ...], tuple[_StageCosts, float]] = {}  # _issue_lead_s
         self.gpus_per_node = one.gpus_per_node
@@ -460,7 +461,7 @@ class PlanScreen(ScreenGroups):
         its block: equal cost fields), so the reports are bit-equal to reading the layers one
         by one (``tests/search/test_screen_stack.py``). ``strides``: the plan's
         :class:`~perfmodel.search.screen_ranks.Ranks` (:meth:`_times`)."""
-        key = (mb, tp, recompute, sp, ep, cp, kern, strides)
+        key = (mb, tp, recompute, sp, ep, cp, kern, self._shape_key(strides, tp, ep, cp))
         hit = self._parts_cache.get(key)
         if hit is not None:
             return hit
@@ -617,7 +618,7 @@ class PlanScreen(ScreenGroups):
         strides: Ranks,
     ) -> _StageCosts:
         """The bottleneck stage's costs of one shape (``strides``: :meth:`_times`), cached."""
-        key = (mb, tp, pp, recompute, sp, ep, cp, kern, strides)
+        key = (mb, tp, pp, recompute, sp, ep, cp, kern, self._shape_key(strides, tp, ep, cp))
         hit = self._stage_cache.get(key)
         if hit is not None:
             return hit

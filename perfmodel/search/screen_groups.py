@@ -29,6 +29,7 @@ class ScreenGroups:
     gpus_per_node: int
     _p2p_cache: dict[tuple[Any, ...], list[tuple[list[tuple[str, str]], Any]]]
     _dp_times: dict[tuple[Any, float, int, int], float]
+    _shape_keys: dict[tuple[Ranks, int, int, int], tuple[Any, ...]]
 
     def _topology(self, nodes: int) -> Any:  # pragma: no cover - the host class's
         raise NotImplementedError
@@ -60,11 +61,32 @@ class ScreenGroups:
         stage 4 on GPUs 64-79) a data-axis group of one stage crosses racks while stage 0's
         does not (gb200-nvl72 x2, tp4 pp9 ep4: the expert all-to-all 1.9x stage 0's, the
         screen 0.82 of predict's step before fix25, 0.99 after)."""
+        return [self._group(ranks) for ranks in self._probes(r, kind, size, tp).values()]
+
+    def _probes(
+        self, r: Ranks, kind: str, size: int, tp: int
+    ) -> dict[tuple[tuple[int, ...], int], tuple[int, ...]]:
+        """Each distinct probe of the stages' first ``kind`` groups (:meth:`_groups`) with the
+        global ranks of the first stage's group that sits so, in stage order."""
         seen: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}
         for s in range(r.stages):
             ranks = group_ranks(r, kind, size, tp, s)
             seen.setdefault(probe_group(ranks, self.gpus_per_node), ranks)
-        return [self._group(ranks) for ranks in seen.values()]
+        return seen
+
+    def _shape_key(self, r: Ranks, tp: int, ep: int, cp: int) -> tuple[Any, ...]:
+        """What a stage shape's costs read of the placement ``r``
+        (``PlanScreen._parts`` / ``_stage``'s cache keys): ``etp`` (the rank's workload) and
+        the distinct probes of the tensor-, expert- and context-parallel groups it prices
+        (:meth:`_probes`), so plans whose groups sit alike share layer times (the default
+        order's ``(dp, pp)`` splits of one ``tp``: before, keyed by two strides); cached."""
+        key = (r, tp, ep, cp)
+        hit = self._shape_keys.get(key)
+        if hit is None:
+            kinds = (("tp", tp), ("ep", ep), ("cp", cp))
+            probes = tuple(tuple(self._probes(r, g, n, tp)) if n > 1 else () for g, n in kinds)
+            hit = self._shape_keys[key] = (r.etp, probes)
+        return hit
 
     def _p2p_boundaries(
         self, tp: int, n: int, pp: int, wrap: bool, r: Ranks
