@@ -54,8 +54,11 @@ component models, but evaluates one representative rank per pipeline stage in cl
   each with its collectives after its compute) over ``v`` interleaved chunks, in units of
   the bottleneck's overlapped micro-batch time: ``pp - 1`` of it for equal stages.
 - **rank order**: the plan's ``placement`` (default ``tp,dp,pp``, pipeline stages outermost):
-  every group below is strided as predict places it
-  (:func:`perfmodel.parallel.placement.rank_strides`), from rank 0.
+  every group below is the lowering's in it (:class:`~perfmodel.search.screen_ranks.Ranks`,
+  :func:`~perfmodel.search.screen_ranks.group_ranks`): the tensor-, expert- and
+  context-parallel groups of every stage, the slowest pacing
+  (:meth:`~perfmodel.search.screen_groups.ScreenGroups._groups`), and stage 0's
+  data-parallel group (a later stage's slower reduction runs in the drain: predict hides it).
 - **pipeline point-to-point**: each micro-batch sends its boundary activation forward and its
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
   optimisation, SC21 section 4.1), the ``min(gpus_per_node, tp x min(dp x cp,
