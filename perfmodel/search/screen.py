@@ -25,9 +25,11 @@ component models, but evaluates one representative rank per pipeline stage in cl
   stage holds ``blocks / pp`` blocks plus the layers outside blocks of the first or last stage
   (the slower of the two is the pipeline's bottleneck stage). Recomputation adds the forward
   of the recomputed layers to the backward (``ComputeModel.workload_time`` rules).
-- **expert / context parallelism** (``ep``, ``cp``): expert all-to-alls timed on a group of
-  ``ep`` ranks the data stride apart (``tp`` by default), exposed in full; ring attention's
-  exchange on ``cp`` such ranks, exposed beyond the attention as the lowering exposes it
+- **expert / context parallelism** (``ep``, ``cp``): expert all-to-alls timed on the
+  lowering's expert-parallel group (Megatron-Core's order, ``etp`` fastest: with ``etp = tp``
+  ``ep`` replicas the data stride apart, ``tp`` by default; with ``etp < tp`` tensor-parallel
+  ranks first), exposed in full; ring attention's exchange on ``cp`` replicas, exposed
+  beyond the attention as the lowering exposes it
   (:func:`perfmodel.parallel.segment_comm.cp_pass_exposed_s`: the cost model's unequal ring
   steps, the base's ``cp_comm``, the stack's implementation, each pass its own formula); both
   in the ``tp_comm_s`` column. The exchange's bytes are the stack's: PyTorch's ring (K/V
@@ -52,8 +54,11 @@ component models, but evaluates one representative rank per pipeline stage in cl
   each with its collectives after its compute) over ``v`` interleaved chunks, in units of
   the bottleneck's overlapped micro-batch time: ``pp - 1`` of it for equal stages.
 - **rank order**: the plan's ``placement`` (default ``tp,dp,pp``, pipeline stages outermost):
-  every group below is strided as predict places it
-  (:func:`perfmodel.parallel.placement.rank_strides`), from rank 0.
+  every group below is the lowering's in it (:class:`~perfmodel.search.screen_ranks.Ranks`,
+  :func:`~perfmodel.search.screen_ranks.group_ranks`): the tensor-, expert- and
+  context-parallel groups of every stage, the slowest pacing
+  (:meth:`~perfmodel.search.screen_groups.ScreenGroups._groups`), and stage 0's
+  data-parallel group (a later stage's slower reduction runs in the drain: predict hides it).
 - **pipeline point-to-point**: each micro-batch sends its boundary activation forward and its
   gradient back, ``1/tp`` of it per tensor-parallel rank (Megatron's scatter/gather
   optimisation, SC21 section 4.1), the ``min(gpus_per_node, tp x min(dp x cp,
@@ -128,10 +133,10 @@ from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
-from perfmodel.parallel.placement import rank_strides
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
 from perfmodel.search.plans import PLAN_KEYS
+from perfmodel.search.screen_groups import ScreenGroups, slowest_s
 from perfmodel.search.screen_layout import (
     SUMS,
     BlockLayout,
@@ -140,14 +145,8 @@ from perfmodel.search.screen_layout import (
     first_stage_layers,
     last_stage_layers,
 )
-from perfmodel.search.screen_overlap import (
-    dp_exposed,
-    ring_extended_s,
-    ring_representative,
-    stage_issue_lead_s,
-    tp_phase_s,
-)
-from perfmodel.search.screen_ranks import boundary_probes
+from perfmodel.search.screen_overlap import dp_exposed, stage_issue_lead_s, tp_phase_s
+from perfmodel.search.screen_ranks import Ranks
 
 
 @dataclass(frozen=True)
@@ -287,7 +286,7 @@ def _frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((str(k), freeze(v)) for k, v in model_args.items()))
 
 
-class PlanScreen:
+class PlanScreen(ScreenGroups):
     """Closed-form plan evaluator with the evaluator interface (scenario dict -> report dict).
 
     Parameters
@@ -331,9 +330,10 @@ class PlanScreen:
         self.cp_impl = CPImpl.for_fusion(self.recipe.fusion)
         self._args = _frozen_args(self.model_args)
         self._costs: dict[int, Any] = {}
-        # keys: (batch, tp, sp, ep, cp, kernels); _stage's and _parts' arguments, ``kernels``
-        # the index of a KernelRecipe, ``strides`` the placement's (tp, dp) rank strides
-        self._wl_cache: dict[tuple[int, int, bool, int, int, int], Any] = {}
+        # keys: (batch, tp, sp, ep, cp, kernels, etp); _stage's and _parts' arguments,
+        # ``kernels`` the index of a KernelRecipe, ``strides`` the plan's Ranks (the
+        # placement's rank strides and etp)
+        self._wl_cache: dict[tuple[int, int, bool, int, int, int, int], Any] = {}
         self._stage_cache: dict[tuple[Any, ...], _StageCosts] = {}
         self._parts_cache: dict[tuple[Any, ...], StackParts] = {}
         self._results: dict[str, dict[str, Any]] = {}
@@ -343,6 +343,7 @@ class PlanScreen:
         self._kernels: list[Any] = [self.recipe.kernels(1)]
         self._dp_times: dict[tuple[Any, float, int, int], float] = {}  # _dp_collective_s
         self._p2p_cache: dict[tuple[Any, ...], list[tuple[list[tuple[str, str]], Any]]] = {}
+        self._shape_keys: dict[tuple[Ranks, int, int, int], tuple[Any, ...]] = {}  # _shape_key
         self._tp_over: dict[tuple[str, float, float, float], float] = {}  # _phase_s
         self._leads: dict[tuple[Any, ...], tuple[_StageCosts, float]] = {}  # _issue_lead_s
         self.gpus_per_node = one.gpus_per_node
@@ -384,68 +385,6 @@ class PlanScreen:
             self._costs[nodes] = c
         return c
 
-    def _group(self, size: int, stride: int) -> tuple[tuple[str, ...], Any]:
-        """A representative group of ``size`` ranks ``stride`` apart (the plan's placement,
-        :func:`perfmodel.parallel.placement.rank_strides`: by default tp, then dp with cp
-        fastest inside, then pp), from rank 0: the group itself on the servers it spans, or,
-        one member per server over more than two servers, all ``size`` members with server
-        ``i`` holding member ``i`` at its local index (a ring or all-to-all over two such
-        members is not the group's: 0.46-0.84 of its time on dgx-h100 x4 or x8)."""
-        gpn = self.gpus_per_node
-        span = (size - 1) * stride + 1
-        nodes = max(1, math.ceil(span / gpn))
-        if nodes > 2 and stride >= gpn:
-            g = self._topology(size).gpus
-            members = tuple(g[i * gpn + i * stride % gpn] for i in range(size))
-            return members, self._system_costs(size)
-        topo = self._topology(nodes)
-        return tuple(topo.gpus[i * stride] for i in range(size)), self._system_costs(nodes)
-
-    def _p2p_boundaries(
-        self, tp: int, n: int, pp: int, wrap: bool, strides: tuple[int, int, int]
-    ) -> list[tuple[list[tuple[str, str]], Any]]:
-        """The pipeline sends of every distinct stage boundary (``n = dp x cp``, the placement's
-        ``(dp, pp, tp)`` ``strides``, ``wrap`` for the interleaved schedule's last-to-first
-        boundary: :func:`perfmodel.search.screen_ranks.boundary_probes`), each on its probe
-        topology, with its cost model; cached. The pairs are the lowering's
-        (:meth:`perfmodel.parallel.lower_pipeline.PipelineLowering.p2p`: every replica of a
-        stage that fits beside replica 0's ``tp`` ranks on one server sends at once, so on a
-        server with fewer NICs than GPUs they share them), at most ``gpus_per_node``; the
-        slowest boundary paces the pipeline (:meth:`_evaluate`)."""
-        key = (tp, n, pp, wrap, strides)
-        hit = self._p2p_cache.get(key)
-        if hit is None:
-            hit = []
-            for local, nodes in boundary_probes(tp, n, pp, wrap, strides, self.gpus_per_node):
-                g = self._topology(nodes).gpus
-                hit.append(([(g[x], g[y]) for x, y in local], self._system_costs(nodes)))
-            self._p2p_cache[key] = hit
-        return hit
-
-    def _dp_collective_s(self, op: Any, nbytes: float, n: int, stride: int) -> float:
-        """Seconds of ``op`` of ``nbytes`` (nccl-tests convention) over ``n`` data-parallel
-        ranks ``stride`` apart (the placement's), priced by the topology's
-        ``CommCostModel`` (predict's: NCCL's channels over every NIC of a server, its
-        protocols and latencies) on the group itself or, where every server holds the same
-        local ranks of it, on its two-server representative
-        (:func:`perfmodel.search.screen_overlap.ring_representative`), cached per key: exact on
-        two servers; over more a ring extended, blind to NCCL's choice for the whole group (vs
-        predict's group on DGX H100: 16 servers one GPU each 3.8x at 64 KiB, 1.16x at 16 MiB,
-        1.00x at 1 GiB; 32 GPUs on 4 servers, NVLS tree there: 1.26x / 1.05x / 0.80x)."""
-        if n < 2 or nbytes <= 0:
-            return 0.0
-        key = (op, nbytes, n, stride)
-        hit = self._dp_times.get(key)
-        if hit is None:
-            servers, ranks = ring_representative(n, stride, self.gpus_per_node)
-            topo = self._topology(servers)
-            res = self._system_costs(servers).comm.collective(
-                op, nbytes, tuple(topo.gpus[i] for i in ranks)
-            )
-            hit = ring_extended_s(float(res.time_s), float(res.latency_s), len(ranks), n)
-            self._dp_times[key] = hit
-        return hit
-
     def _dp_s(
         self,
         rc: Any,
@@ -480,14 +419,15 @@ class PlanScreen:
 
     # -------------------------------------------------------------- workload
     def _workload(
-        self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
+        self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0, etp: int = 0
     ) -> Any:
         """The workload of one rank as ``predict`` builds it
         (:func:`perfmodel.pipeline.inputs.zoo_workload`, the same cache): ``batch`` samples,
-        the tensor-, expert- and context-parallel shard (the base's expert tensor parallelism,
-        ``etp``), the kernels ``self._kernels[kern]`` (index 0: the base's recipe at one
-        micro-batch)."""
-        key = (batch, tp, sp, ep, cp, kern)
+        the tensor-, expert- and context-parallel shard (the plan's expert tensor parallelism
+        ``etp`` as stated, 0 = ``tp``; before fix25 the base's, always 0: a plan's ``etp`` is
+        not a shared field), the kernels ``self._kernels[kern]`` (index 0: the base's recipe
+        at one micro-batch)."""
+        key = (batch, tp, sp, ep, cp, kern, etp)
         hit = self._wl_cache.get(key)
         if hit is not None:
             return hit
@@ -501,7 +441,7 @@ class PlanScreen:
                 tp,
                 sp,
                 self._args,
-                (ep, cp, self.parsed.etp),
+                (ep, cp, etp),
                 self._kernels[kern],
             )
         except TypeError as exc:  # unhashable model argument value, as predict says it
@@ -513,7 +453,7 @@ class PlanScreen:
 
     def _parts(
         self, mb: int, tp: int, recompute: str, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0,
-        *, strides: tuple[int, int] | None = None,
+        *, strides: Ranks,
     ) -> StackParts:  # fmt: skip
         """Per-micro-batch sums of the blocks, the layers before and after them (no ``pp``).
 
@@ -522,13 +462,13 @@ class PlanScreen:
         (:func:`~perfmodel.workload.layers.split_at_copies`): no copy is made, and every sum
         adds the same numbers in the same order as a layer-by-layer loop (a copy prices as
         its block: equal cost fields), so the reports are bit-equal to reading the layers one
-        by one (``tests/search/test_screen_stack.py``)."""
-        strides = strides or (1, tp)
-        key = (mb, tp, recompute, sp, ep, cp, kern, strides)
+        by one (``tests/search/test_screen_stack.py``). ``strides``: the plan's
+        :class:`~perfmodel.search.screen_ranks.Ranks` (:meth:`_times`)."""
+        key = (mb, tp, recompute, sp, ep, cp, kern, self._shape_key(strides, tp, ep, cp))
         hit = self._parts_cache.get(key)
         if hit is not None:
             return hit
-        wl = self._workload(mb, tp, sp, ep, cp, kern)
+        wl = self._workload(mb, tp, sp, ep, cp, kern, strides.etp)
         times = self._times(tp, recompute, ep, cp, strides)
         # The blocks, read without making a stack's copies (whole_copies): the layers before
         # the copies and after them one by one, the copies as their block and its indices.
@@ -589,25 +529,26 @@ class PlanScreen:
         return hit
 
     def _times(
-        self, tp: int, recompute: str, ep: int, cp: int, strides: tuple[int, int] | None = None
+        self, tp: int, recompute: str, ep: int, cp: int, strides: Ranks
     ) -> Callable[[Sequence[Any]], tuple[float, ...]]:
         """``times(layers) ->`` the :data:`~perfmodel.search.screen_layout.SUMS` seconds of one
         micro-batch of ``layers``: recomputation charged per ``recompute``, the tensor-parallel
         collectives of a ``tp`` group per phase, expert all-to-alls in full and ring attention
-        beyond the attention it hides under. ``strides``: the placement's ``(tp, dp)`` rank
-        strides (default ``(1, tp)``, Megatron's order): the tensor-parallel group's, and the
-        data axis's, along which the ``ep``/``cp`` groups run (as
-        :func:`perfmodel.parallel.expert.context_groups` and, for ``etp = tp``,
-        :func:`~perfmodel.parallel.expert.expert_groups` take them)."""
+        beyond the attention it hides under, each on the slowest of the stages' first groups
+        of its kind (:meth:`~perfmodel.search.screen_groups.ScreenGroups._groups`) as the
+        lowering builds them in the plan's placement (``strides``, its
+        :class:`~perfmodel.search.screen_ranks.Ranks`;
+        :func:`~perfmodel.search.screen_ranks.group_ranks`: the expert group in Megatron-Core's
+        ``etp``-fastest order, so with ``etp < tp`` its members are tensor-parallel ranks before
+        they are replicas; before fix25 always replicas the data stride apart, 2.1-8.2x the
+        all-to-all of predict's group for ``etp = 1`` on dgx-h100 x4)."""
         costs = self._system_costs(1)
         from perfmodel.parallel.lowering import _tp_reduce_scattered
         from perfmodel.parallel.segment_comm import cp_pass_exposed_s
         from perfmodel.workload.memory import is_selectively_recomputed
 
-        s_tp, s_dp = strides or (1, tp)
-        tp_group, tp_costs = self._group(tp, s_tp) if tp > 1 else ((), costs)
-        # expert / context groups: ep or cp ranks along the data axis (etp = tp)
-        other = {g: self._group(n, s_dp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
+        tp_groups = self._groups(strides, "tp", tp, tp) if tp > 1 else []
+        other = {g: self._groups(strides, g, n, tp) for g, n in (("ep", ep), ("cp", cp)) if n > 1}
 
         def side_comm(la: Any, lf: float, lb: float) -> float:
             """Expert all-to-alls in full, ring attention beyond the attention it hides under
@@ -619,8 +560,7 @@ class PlanScreen:
                 ring: list[tuple[Any, float]] = []
                 for c in points:
                     if c.group in other:
-                        grp, gc = other[c.group]
-                        d = gc.collective_time(c.op, c.message_bytes, grp)
+                        d = slowest_s(other[c.group], c.op, c.message_bytes)
                         if c.group == "cp":
                             ring.append((c.op, d))
                         else:
@@ -656,13 +596,13 @@ class PlanScreen:
                         rs += lf
                     for pt in la.fwd_comm:
                         if pt.group == "tp":
-                            d = tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
+                            d = slowest_s(tp_groups, pt.op, pt.message_bytes)
                             tf += d
                             if full:  # the recomputed forward re-runs its TP collectives
                                 tb += d
                     for pt in la.bwd_comm:
                         if pt.group == "tp":
-                            tb += tp_costs.collective_time(pt.op, pt.message_bytes, tp_group)
+                            tb += slowest_s(tp_groups, pt.op, pt.message_bytes)
             return f, b, c, h, tf, tb, rs
 
         return times
@@ -678,10 +618,10 @@ class PlanScreen:
         cp: int = 1,
         kern: int = 0,
         *,
-        strides: tuple[int, int],
+        strides: Ranks,
     ) -> _StageCosts:
         """The bottleneck stage's costs of one shape (``strides``: :meth:`_times`), cached."""
-        key = (mb, tp, pp, recompute, sp, ep, cp, kern, strides)
+        key = (mb, tp, pp, recompute, sp, ep, cp, kern, self._shape_key(strides, tp, ep, cp))
         hit = self._stage_cache.get(key)
         if hit is not None:
             return hit
@@ -717,7 +657,7 @@ class PlanScreen:
         if pp == 1:
             stage_params = pt.params
         # one object per stage shape: memory_breakdown memoises its sums on the workload object
-        wl = self._workload(mb, tp, sp, ep, cp, kern)
+        wl = self._workload(mb, tp, sp, ep, cp, kern, strides.etp)
         stage_wl = replace(wl, layers=first_layers)
         last_wl = None
         if pp > 1:  # the head and the loss over the vocabulary live on the last stage
@@ -812,7 +752,7 @@ class PlanScreen:
             capacity_bytes=self.capacity_bytes,
         )
 
-    def _plan_memory_bytes(self, plan: Any, per_replica: int, strides: tuple[int, int]) -> float:
+    def _plan_memory_bytes(self, plan: Any, per_replica: int, strides: Ranks) -> float:
         """The memory :meth:`_evaluate` states for ``plan`` (the larger of its first and last
         stage, :meth:`_memory`), bytes.
 
@@ -848,7 +788,7 @@ class PlanScreen:
         )
 
     def _auto_microbatch(
-        self, plan: Any, per_replica: int, strides: tuple[int, int]
+        self, plan: Any, per_replica: int, strides: Ranks
     ) -> tuple[Any, str | None]:
         """``plan`` with the micro-batch ``predict`` runs a plan without one, and the reason
         predict states for it (``None`` where the derived one stays): the rule of
@@ -898,12 +838,9 @@ class PlanScreen:
         gpus = int({**self.base, **scenario}["gpus"])
         parsed = _parsed_plan(self.base, scenario)
         plan, per_replica = plan_for(parsed, gpus)
-        # the rank strides of the plan's placement, as predict places it (placement.place):
-        # the groups below are the ones predict's lowering prices
-        s_dp, s_pp, s_tp = rank_strides(
-            tuple(parsed.placement), plan.dp * plan.cp, plan.pp, plan.tp
-        )
-        strides = (s_tp, s_dp)
+        # the rank strides of the plan's placement, as predict places it (placement.place),
+        # and its etp: the groups below are the ones predict's lowering prices
+        strides = Ranks.of(tuple(parsed.placement), plan.dp * plan.cp, plan.pp, plan.tp, plan.etp)
         chosen = None  # without a micro-batch: predict's choice (the search always names one)
         if parsed.microbatch is None:
             plan, chosen = self._auto_microbatch(plan, per_replica, strides)
@@ -936,10 +873,10 @@ class PlanScreen:
             # Megatron's scatter/gather optimisation (SC21 section 4.1): each TP rank sends 1/tp
             # the slowest stage boundary paces the pipeline: every send priced at its time
             nbytes = st.p2p_bytes / tp
-            sends = self._p2p_boundaries(tp, dp * cp, pp, v > 1, (s_dp, s_pp, s_tp))
+            sends = self._p2p_boundaries(tp, dp * cp, pp, v > 1, strides)
             slowest = max(costs.transfers_time(pairs, nbytes) for pairs, costs in sends)
             p2p = (m + pp - 1) * v * 2 * slowest
-        dp_s = self._dp_s(rc, st, dp * cp, s_dp, pp, m, (seg_f, seg_b), schedule)
+        dp_s = self._dp_s(rc, st, dp * cp, strides.dp, pp, m, (seg_f, seg_b), schedule)
         opt_params = st.stage_params / (dp * cp if rc.sharding.stage >= 1 else 1)
         optimizer = self._system_costs(1).optimizer_time(opt_params, self.optimizer)
         t = compute + m * comm_mb + bubble + p2p + dp_s

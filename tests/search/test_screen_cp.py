@@ -14,7 +14,9 @@ from perfmodel.parallel.expert import (
     te_ring_bwd_exposed_s,
     torch_cp_exposed_s,
 )
+from perfmodel.parallel.placement import DEFAULT_ORDER
 from perfmodel.search.screen import PlanScreen
+from perfmodel.search.screen_ranks import Ranks
 from perfmodel.workload.layers import LayerKind
 
 # short local sequences (4k over cp): the attention is too short to hide the whole exchange
@@ -54,12 +56,12 @@ def _by_hand(scr: PlanScreen, cp: int):  # type: ignore[no-untyped-def]
     la = next(x for x in wl.layers if x.kind is LayerKind.ATTENTION)
     costs = scr._system_costs(1)
     lf, lbi, lbw = costs.layer_time(la)
-    grp, gc = scr._group(cp, 1)
+    grp, gc = scr._group(tuple(range(cp)))
     rings = [
         [(c.op, gc.collective_time(c.op, c.message_bytes, grp)) for c in pts if c.group == "cp"]
         for pts in (la.fwd_comm, la.bwd_comm)
     ]
-    got = scr._times(1, "none", 1, cp)([la])[2]
+    got = scr._times(1, "none", 1, cp, Ranks.of(DEFAULT_ORDER, cp, 1, 1))([la])[2]
     return got, (lf, lbi + lbw), costs.ring_step_ratio(la), rings
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from screen_spies import record_groups
 
 from perfmodel.parallel.expert import context_groups, expert_groups
 from perfmodel.parallel.lower_pipeline import PipelineLowering
@@ -25,6 +26,7 @@ from perfmodel.scenario import Scenario
 from perfmodel.search import screen_ranks
 from perfmodel.search.screen import PlanScreen
 from perfmodel.search.screen_overlap import ring_representative
+from perfmodel.search.screen_ranks import Ranks
 
 GPT = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024}
 
@@ -44,8 +46,8 @@ def _indices(screen: PlanScreen, nodes: int, pairs: list[tuple[str, str]]) -> li
     return [[g.index(a), g.index(b)] for a, b in pairs]
 
 
-def _default(tp: int, n: int, pp: int) -> tuple[int, int, int]:
-    return rank_strides(DEFAULT_ORDER, n, pp, tp)
+def _default(tp: int, n: int, pp: int) -> Ranks:
+    return Ranks.of(DEFAULT_ORDER, n, pp, tp)
 
 
 def test_default_order_strides_by_hand() -> None:
@@ -135,9 +137,9 @@ def _run_screen(
     sends: list[Any] = []
     group, dp_time, rank_pairs = screen._group, screen._dp_collective_s, screen_ranks.p2p_rank_pairs
 
-    def group_spy(size: int, stride: int, *whole: bool) -> Any:
-        groups["group"].append([i * stride for i in range(size)])
-        return group(size, stride, *whole)
+    def group_spy(ranks: tuple[int, ...]) -> Any:
+        groups["group"].append(list(ranks))
+        return group(ranks)
 
     def dp_spy(op: Any, nbytes: float, n: int, stride: int) -> float:
         groups["dp"].append([i * stride for i in range(n)])
@@ -175,9 +177,18 @@ def test_groups_equal_predicts(order: str, where: str, monkeypatch: pytest.Monke
     def ranks(group: tuple[str, ...]) -> list[int]:
         return [index[g] for g in group]
 
-    assert ranks(pl.tp_group(0, 0)) in groups["group"]
-    assert ranks(context_groups(pl, 0, 2)[0]) in groups["group"]
-    assert len(groups["group"]) == 2  # the tp group and the cp group, nothing else
+    # every stage's tp group, then its cp group, one per way it sits on its servers (fix25:
+    # before, stage 0's only)
+    want: list[list[int]] = []
+    for kind in (
+        [pl.tp_group(0, s) for s in range(4)],
+        [context_groups(pl, s, 2)[0] for s in range(4)],
+    ):
+        seen: dict[Any, list[int]] = {}
+        for g in kind:
+            seen.setdefault(screen_ranks.probe_group(ranks(g), 8), ranks(g))
+        want += seen.values()
+    assert groups["group"] == want
     assert {tuple(g) for g in groups["dp"]} == {tuple(ranks(pl.dp_group(0, 0)))}
     # every boundary's sends, pair for pair (pp 4: boundaries 0-1, 1-2, 2-3)
     assert sorted((a, b) for a, b, _ in sends) == [(0, 1), (1, 2), (2, 3)]
@@ -196,7 +207,7 @@ def test_groups_equal_predicts(order: str, where: str, monkeypatch: pytest.Monke
 
 def _args(screen: PlanScreen, plan: dict[str, Any], pl: Any) -> tuple[Any, ...]:
     """``_p2p_boundaries``' arguments for a placed plan (not interleaved)."""
-    return pl.tp, pl.dp, pl.pp, False, pl._strides
+    return pl.tp, pl.dp, pl.pp, False, Ranks(*pl._strides)
 
 
 def _probe_servers(probes: list[tuple[list[tuple[str, str]], Any]]) -> list[int]:
@@ -258,7 +269,7 @@ def test_tensor_parallel_group_outside_the_data_axis() -> None:
     screen = PlanScreen(_base("dgx-h100", nodes=4))
     s_tp = rank_strides(("dp", "pp", "tp"), 2, 4, 4)[2]
     assert s_tp == 8
-    grp, costs = screen._group(4, s_tp)
+    grp, costs = screen._group(tuple(i * s_tp for i in range(4)))
     assert len(grp) == 4 and _servers(screen, 4, grp) == 4
     g = screen._topology(4).gpus
     whole = tuple(g[i * s_tp] for i in range(4))  # predict's tp_group(0, 0) on 4 servers
@@ -276,7 +287,8 @@ def test_tensor_parallel_group_outside_the_data_axis() -> None:
     screen._group = spy  # type: ignore[method-assign]
     plan = {"gpus": 32, "tp": 4, "pp": 4, "global_batch": 16, "microbatch": 1}
     screen({**plan, "placement": "dp,pp,tp"})
-    assert calls == [(4, 8)]
+    # every stage's (GPUs 2s + 8t): local GPU 2s of each server, each its own probe
+    assert calls == [(tuple(2 * s + 8 * t for t in range(4)),) for s in range(4)]
 
 
 _DP_OPS = ("ALLREDUCE", "REDUCESCATTER", "ALLGATHER")
@@ -338,19 +350,12 @@ def test_context_and_expert_groups_one_per_server() -> None:
     base = _base("dgx-h100", nodes=4)
     plan = {"gpus": 32, "tp": 8, "cp": 4, "global_batch": 8, "microbatch": 1}
     screen = PlanScreen(base)
-    got: list[Any] = []
-    group = screen._group
-
-    def spy(size: int, stride: int) -> Any:
-        got.append(((size, stride), group(size, stride)))
-        return got[-1][1]
-
-    screen._group = spy  # type: ignore[method-assign]
+    got = record_groups(screen)
     screen(plan)
     low, _ = _predict_side(base, plan)
     real = context_groups(low.pl, 0, 4)[0]
     assert real == expert_groups(low.pl, 0, 4, 8)[0]
-    (grp, costs), *_ = [g for key, g in got if key == (4, 8)]
+    (grp, costs), *_ = [g for key, g in got if key == (0, 8, 16, 24)]
     assert _servers(screen, 4, grp) == 4
     for name in ("ALLTOALL", "ALLGATHER", "REDUCESCATTER", "ALLREDUCE"):
         op = getattr(CollectiveOp, name)

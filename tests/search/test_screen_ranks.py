@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from perfmodel.parallel.placement import DEFAULT_ORDER, rank_strides
-from perfmodel.search.screen_ranks import boundary_probes, p2p_rank_pairs, probe_pairs
+from perfmodel.parallel.placement import DEFAULT_ORDER
+from perfmodel.search.screen_ranks import Ranks, boundary_probes, p2p_rank_pairs, probe_pairs
 
 
 def test_boundaries_by_hand_with_the_interleaved_wrap() -> None:
@@ -11,8 +11,8 @@ def test_boundaries_by_hand_with_the_interleaved_wrap() -> None:
     inside server 0, 1-2 across, 2-3 inside server 1 (the same kind as 0-1, priced once);
     the interleaved schedule adds the last-to-first boundary (stage 0 with stage 3, across,
     GPUs 0-1 with 6-7: its own kind)."""
-    strides = rank_strides(DEFAULT_ORDER, 1, 4, 2)
-    assert strides == (2, 2, 1)
+    strides = Ranks.of(DEFAULT_ORDER, 1, 4, 2)
+    assert strides == (2, 2, 1, 0, 4)
     inside = (((0, 2), (1, 3)), 1)
     across = (((2, 4), (3, 5)), 2)
     assert boundary_probes(2, 1, 4, False, strides, 4) == [inside, across]
@@ -24,7 +24,7 @@ def test_nvl72_stages_of_16() -> None:
     """72-GPU racks, tp4 dp4 pp9: stage s on GPUs 16s..16s+15; boundary 3 (48-63 to 64-79)
     sends GPUs 56-63 to rack 1 (GPUs 72-79) and the rest inside rack 0; its probe spans two
     racks with the partners of 56-63 renumbered to rack 1's first GPUs."""
-    strides = rank_strides(DEFAULT_ORDER, 4, 9, 4)
+    strides = Ranks.of(DEFAULT_ORDER, 4, 9, 4)
     pairs = p2p_rank_pairs(4, 4, 3, 4, strides, 72)
     assert pairs == [(48 + i, 64 + i) for i in range(16)]
     local, nodes = probe_pairs(pairs, 72)

@@ -73,9 +73,9 @@ class _TupleScreen(PlanScreen):
     """The same screen on the same layers held as a plain tuple (read layer by layer)."""
 
     def _workload(
-        self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0
+        self, batch: int, tp: int, sp: bool, ep: int = 1, cp: int = 1, kern: int = 0, etp: int = 0
     ) -> Any:
-        wl = super()._workload(batch, tp, sp, ep, cp, kern)
+        wl = super()._workload(batch, tp, sp, ep, cp, kern, etp)
         return replace(wl, layers=tuple(wl.layers))
 
 
