@@ -453,9 +453,9 @@ class LoweringShortcuts:
         self._send_prev = [[0.0, 0.0] for _ in range(self.P)]
         self._send_exact = [[True, True] for _ in range(self.P)]
         self._send_last = [[-1, -1] for _ in range(self.P)]  # the last folded send's task
-        self._plain_ops: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
-        # (_values_key, phase) -> _plain_op_times, and a later stage's issue_lead (chunks read
-        # off one chunk share them)
+        # per chunk: its _values_key; (_values_key, phase) -> _plain_op_times, and a later
+        # stage's issue_lead (chunks read off one chunk share them)
+        self._vkeys = [self._values_key(ch) for ch in self.chunks]
         self._op_times: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
         self._leads: dict[tuple[int, str], float] = {}
         # (task id, operation, stage) of the last operation task op_task emitted
@@ -556,9 +556,9 @@ class LoweringShortcuts:
         task and counters (:meth:`compute_emitted`, ``op_merged``) are mirrored inline in
         :meth:`run_plain_schedule`; ``tests/parallel/test_plain_loop.py`` compares."""
         k = c * self.P + s
-        hit = self._plain_ops.get((k, phase))
+        hit = self._op_times.get((self._vkeys[k], phase))
         if hit is None:
-            hit = self._plain_ops[(k, phase)] = self._shared_op_times(k, phase)
+            hit = self._shared_op_times(k, phase)
         if hit is False or self.zero3 or self.gathers_left[s] > 0:
             return -1
         dur, then = hit
@@ -610,8 +610,9 @@ class LoweringShortcuts:
         return id(ch if src is None else src)
 
     def _shared_op_times(self, k: int, phase: str) -> tuple[float, tuple[float]] | bool:
-        """:meth:`_plain_op_times` of chunk ``k``, computed once per :meth:`_values_key`."""
-        key = (self._values_key(self.chunks[k]), phase)
+        """:meth:`_plain_op_times` of chunk ``k``, computed once per :meth:`_values_key` (the
+        one memo of plain-operation seconds, ``_op_times``; :meth:`plain_op` reads it first)."""
+        key = (self._vkeys[k], phase)
         hit = self._op_times.get(key)
         if hit is None:
             hit = self._op_times[key] = self._plain_op_times(k, phase)
@@ -668,9 +669,9 @@ class LoweringShortcuts:
         a task, waiting on the previous send as the stream made it wait, and so is every later
         send on that stream (tasks occupy the stream themselves).
 
-        The rule is mirrored inline in :meth:`run_plain_schedule`,
-        ``OperationReplay._replay_single`` and ``OperationReplay.run_chain_schedule`` (decided
-        before the task is made); ``tests/parallel/test_plain_loop.py`` compares."""
+        The rule is mirrored inline in :meth:`run_plain_schedule` and
+        ``OperationReplay.run_chain_schedule`` (decided before the task is made);
+        ``tests/parallel/test_plain_loop.py`` compares."""
         i = 0 if stream == "send_fwd" else 1
         exact = self._send_exact[s]
         if not exact[i]:
@@ -720,9 +721,7 @@ class LoweringShortcuts:
                 if not ok or not self._op_exit[0 if fwd else 1]:
                     out.append(None)
                     continue
-            hit = self._plain_ops.get((k, phase))
-            if hit is None:
-                hit = self._plain_ops[(k, phase)] = self._shared_op_times(k, phase)
+            hit = self._shared_op_times(k, phase)
             if hit is False or self.zero3:
                 out.append(None)
                 continue
@@ -801,7 +800,7 @@ class LoweringShortcuts:
                     if t is None or gathers_left[s] > 0:  # not plain: the general path
                         if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
                             # a copy of a recorded operation of one task: inline below, as
-                            # replay_op's _replay_single emits it (single_template)
+                            # replay_op's general copy emits it (single_template)
                             rk = (k, fwd, gathers_left[s] > 0)
                             t = singles.get(rk)
                             if t is None:

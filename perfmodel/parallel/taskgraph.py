@@ -494,8 +494,8 @@ class GraphBuilder:
         more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet);
         with ``over`` too, an :class:`OverTask` (:meth:`add_over`).
         The stores and the dependency cleaning are mirrored inline in
-        ``LoweringShortcuts.run_plain_schedule`` and ``OperationReplay._replay_single`` (and,
-        for :meth:`add_chain`'s, in ``OperationReplay.run_chain_schedule``);
+        ``LoweringShortcuts.run_plain_schedule`` (and, for :meth:`add_chain`'s, in
+        ``OperationReplay.run_chain_schedule``);
         ``tests/parallel/test_plain_loop.py`` compares."""
         if duration_s < 0 or duration_s != duration_s:
             raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
