@@ -129,7 +129,35 @@ class OpTask(Task):
         object.__setattr__(self, "send", send)
 
 
-class ChainTask(OpTask):
+class _OpTaskPlusOne(OpTask):
+    """An :class:`OpTask` with one slot of its own more (its subclass's only ``__slots__``
+    entry: :class:`ChainTask`'s ``chain``, :class:`OverTask`'s ``over``): equal where
+    :class:`Task`'s equality holds (over its fields) and that slot is equal, hashed as a
+    :class:`Task`, pickled as an :class:`OpTask` and that slot. A base of the subclass's
+    mutable twin too (``__class__`` assignment wants the same base)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        name = self.__slots__[0]
+        return Task.__eq__(self, other) is True and getattr(self, name) == getattr(other, name)
+
+    #: :class:`Task`'s (over its fields): equal tasks hash alike (a class that defines
+    #: ``__eq__`` would otherwise get ``None``).
+    __hash__ = Task.__hash__
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return (*super().__getstate__(), getattr(self, self.__slots__[0]))
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        *rest, extra = state
+        super().__setstate__(tuple(rest))
+        object.__setattr__(self, self.__slots__[0], extra)
+
+
+class ChainTask(_OpTaskPlusOne):
     """A *gather chain* of the analytic graph (ZeRO-3/FSDP, :meth:`perfmodel.parallel.
     lower_hidden.HiddenCollectives.lower_gather_runs`; made by :meth:`GraphBuilder.add_chain`):
     one operation whose segments each wait for their parameter all-gather, lowered as the one
@@ -141,36 +169,22 @@ class ChainTask(OpTask):
     ``_chain``); its :attr:`then_s` is :data:`CHAIN_MARK` (identity-checked), its
     ``duration_s`` 0. A task that waits on mark ``j`` lists :func:`chain_mark` ``(tid, j)``."""
 
+    #: Compared with the task (:class:`_OpTaskPlusOne`): two chains of the same fields (every
+    #: chain task's ``then_s`` is :data:`CHAIN_MARK`, its ``duration_s`` 0) may stand for
+    #: different fine tasks.
     __slots__ = ("chain",)
 
     chain: tuple[ChainStatic, int, int]
 
-    def __eq__(self, other: object) -> bool:
-        """:class:`Task`'s equality (over its fields) and the same :attr:`chain`: two chains
-        of the same fields (every chain task's ``then_s`` is :data:`CHAIN_MARK`, its
-        ``duration_s`` 0) may stand for different fine tasks."""
-        if other.__class__ is not ChainTask:
-            return NotImplemented
-        return Task.__eq__(self, other) is True and self.chain == other.chain  # type: ignore[attr-defined]
-
-    #: :class:`Task`'s (over its fields): equal chain tasks hash alike (a class that defines
-    #: ``__eq__`` would otherwise get ``None``).
-    __hash__ = Task.__hash__
-
-    def __getstate__(self) -> tuple[object, ...]:
-        return (*super().__getstate__(), self.chain)
-
     def __setstate__(self, state: tuple[object, ...]) -> None:
-        """:class:`OpTask`'s, then :attr:`chain`, and :attr:`then_s` the module's
-        :data:`CHAIN_MARK` again (pickling copies it to an equal tuple, which the executors'
-        ``then_s is CHAIN_MARK`` would take for an operation task's one piece)."""
-        *rest, chain = state
-        super().__setstate__(tuple(rest))
-        object.__setattr__(self, "chain", chain)
+        """:class:`_OpTaskPlusOne`'s, and :attr:`then_s` the module's :data:`CHAIN_MARK`
+        again (pickling copies it to an equal tuple, which the executors' ``then_s is
+        CHAIN_MARK`` would take for an operation task's one piece)."""
+        super().__setstate__(state)
         object.__setattr__(self, "then_s", CHAIN_MARK)
 
 
-class OverTask(OpTask):
+class OverTask(_OpTaskPlusOne):
     """An operation task whose first segment's tensor-parallel collective runs beside its
     compute on its own stream and outlasts it (Megatron-Core's TE userbuffers overlap where the
     collective is the longer; made by :meth:`GraphBuilder.add_over`): :attr:`over` is
@@ -181,24 +195,8 @@ class OverTask(OpTask):
     recurrence (``perfmodel.sim.engine`` ``_over``; ``lower_replay.OperationReplay.over_op``
     says why it is the four tasks' schedule bit for bit)."""
 
+    #: Compared, hashed and pickled with the task (:class:`_OpTaskPlusOne`).
     __slots__ = ("over",)
-
-    def __eq__(self, other: object) -> bool:
-        """:class:`Task`'s equality (over its fields) and the same :attr:`over`."""
-        if other.__class__ is not OverTask:
-            return NotImplemented
-        return Task.__eq__(self, other) is True and self.over == other.over  # type: ignore[attr-defined]
-
-    #: :class:`Task`'s (over its fields), as :class:`ChainTask` keeps it.
-    __hash__ = Task.__hash__
-
-    def __getstate__(self) -> tuple[object, ...]:
-        return (*super().__getstate__(), self.over)
-
-    def __setstate__(self, state: tuple[object, ...]) -> None:
-        *rest, over = state
-        super().__setstate__(tuple(rest))
-        object.__setattr__(self, "over", over)
 
 
 #: :attr:`Task.then_s` of every :class:`ChainTask` (the executors test ``then_s is CHAIN_MARK``).
@@ -426,10 +424,10 @@ class _OpTaskTwin(Task):
 assert sorted(_OpTaskTwin.__slots__) == sorted(OpTask.__slots__), "OpTask's slots changed"
 
 
-class _ChainTaskTwin(OpTask):
+class _ChainTaskTwin(_OpTaskPlusOne):
     """A mutable twin of :class:`ChainTask`, as :class:`_OpTaskTwin` is of :class:`OpTask`:
-    the same base (:class:`OpTask`) and the same one slot of its own (``chain``), filled with
-    plain stores and made a :class:`ChainTask` by ``__class__`` assignment. Both
+    the same base (:class:`_OpTaskPlusOne`) and the same one slot of its own (``chain``),
+    filled with plain stores and made a :class:`ChainTask` by ``__class__`` assignment. Both
     ``__setattr__`` and ``__delattr__`` are ``object``'s: with the frozen ``__delattr__``
     inherited (wave 11's attempt) the stores took the generic path, 1.6 us against the slot
     setters' 1.1 us; with both, fourteen stores and the class assignment take ~0.35-0.42 us
@@ -445,7 +443,7 @@ class _ChainTaskTwin(OpTask):
 assert _ChainTaskTwin.__slots__ == ChainTask.__slots__, "ChainTask's slots changed"
 
 
-class _OverTaskTwin(OpTask):
+class _OverTaskTwin(_OpTaskPlusOne):
     """A mutable twin of :class:`OverTask`, as :class:`_ChainTaskTwin` is of
     :class:`ChainTask` (same base, the same one slot of its own, ``object``'s ``__setattr__``
     and ``__delattr__``)."""
