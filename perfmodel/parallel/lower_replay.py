@@ -349,12 +349,11 @@ class OperationReplay:
             return False
         cmax = max(durs) if durs else None
         merged = low.op_merged - m0 - fold
-        single = self._single(s, fwd, k, tpl, x - start, cmax, anchors, len(ext))
+        single = self._single(fwd, k, tpl, x - start, cmax, anchors, len(ext))
         return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors, single
 
     def _single(
         self,
-        s: int,
         fwd: bool,
         k: int,
         tpl: list[tuple[Any, ...]],
@@ -382,13 +381,7 @@ class OperationReplay:
         # piece refused the recorded operation's send, so its stream's sends are tasks since
         # (``_send_exact`` never returns to True) and no copy of it reaches a fold
         twin, cls = (_OpTaskTwin, OpTask) if over is None else (_OverTaskTwin, OverTask)
-        send = None
-        P = low.P
-        if P > 1 and (k < low.K - 1 if fwd else k > 0):
-            to, nbytes = ((k + 1) % P, low.chunks[k].out_bytes) if fwd else (
-                (k - 1) % P, low.chunks[k - 1].out_bytes)  # fmt: skip
-            send = low.p2p(s, to, nbytes)  # send()'s (computed once per lowering)
-        return twin, cls, dev, dur, then, over, chunk, cmax, send
+        return twin, cls, dev, dur, then, over, chunk, cmax, low.op_send(k, fwd)
 
     # ------------------------------------------------------------------ exposed TP tails
 
@@ -490,14 +483,9 @@ class OperationReplay:
         chain = low._chain_static(plan, k, ch, phase)
         if chain is None:
             return False
-        c = k // low.P
-        P = low.P
         sends = k < low.K - 1 if fwd else k > 0
-        to = (k + 1) % P if fwd else (k - 1) % P
-        nbytes = ch.out_bytes if fwd else low.chunks[k - 1].out_bytes if k > 0 else 0.0
-        labels = op_labels(phase, c if low.V > 1 else -1, low.m)
-        send = low.p2p(s, to, nbytes) if sends and P > 1 else None
-        return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, send
+        labels = op_labels(phase, k // low.P if low.V > 1 else -1, low.m)
+        return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, low.op_send(k, fwd)
 
     def run_chain_schedule(self) -> None:
         """``run_plain_schedule``'s round robin where every operation may be a gather chain
@@ -576,8 +564,11 @@ class OperationReplay:
                         continue
                     static, c_max, two, one, red, n_items, n_hid, gpu, labels, sends, send = t
                     a = last[s]
-                    if fwd:  # [last, input] (k > 0) or [last], cleaned as add_chain cleans them
-                        if k == 0:
+                    if fwd or k == K - 1:  # [last, input] (k > 0) or [last], cleaned as
+                        # add_chain cleans them; the last chunk's backward: [last, its forward]
+                        if not fwd:
+                            d = f_done[(mb, k)]
+                        if fwd and k == 0:
                             deps: tuple[int, ...] = (a,) if a >= 0 else ()
                         elif a < 0:
                             deps = (d,) if d >= 0 else ()
@@ -585,7 +576,7 @@ class OperationReplay:
                             deps = (a,)
                         else:
                             deps = (a, d) if a < d else (d, a)
-                    elif k < K - 1:  # sorted({a, f, d}), by hand as run_plain_schedule
+                    else:  # sorted({a, f, d}), by hand as run_plain_schedule
                         # sorts them: none is negative (this stage ran the forward, so ``last``
                         # is set; the forward and the later chunk's backward ended), and d (the
                         # later backward's output) comes after f (this forward's end)
@@ -600,14 +591,6 @@ class OperationReplay:
                             deps = (a,) if f == d else (a, d)
                         else:
                             deps = (a, f) if f == d else (a, f, d)
-                    else:  # the last chunk's backward: [last, its forward], as a forward's
-                        f = f_done[(mb, k)]
-                        if a < 0:
-                            deps = (f,) if f >= 0 else ()
-                        elif f < 0 or f == a:
-                            deps = (a,)
-                        else:
-                            deps = (a, f) if a < f else (f, a)
                     tid = len(tasks)
                     # add_chain's check (the template's own tasks are earlier by make), each
                     # of at most three dependencies read without a list

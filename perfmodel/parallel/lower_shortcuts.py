@@ -731,9 +731,7 @@ class LoweringShortcuts:
                 continue
             s = k % self.P
             sends = k < self.K - 1 if fwd else k > 0
-            to = (k + 1) % self.P if fwd else (k - 1) % self.P
-            nbytes = ch.out_bytes if fwd else self.chunks[k - 1].out_bytes
-            send = self.p2p(s, to, nbytes) if sends and self.P > 1 else None
+            send = self.op_send(k, fwd)
             labels = op_labels(phase, k // self.P if self.V > 1 else -1, self.m)
             dur = float(dur)
             out.append(
@@ -920,6 +918,21 @@ class LoweringShortcuts:
                 raise RuntimeError("pipeline schedule deadlocked during lowering")
         self.op_merged += merged
         self.coarsened += coarse
+
+    def op_send(self, k: int, fwd: bool) -> tuple[float, CommSpec] | None:
+        """``(seconds, CommSpec)`` of the pipeline send ``send`` emits after the operation
+        through chunk ``k`` (``fwd``: its activation to the next stage's chunk ``k + 1``;
+        else its input gradient, chunk ``k - 1``'s output size, to the previous stage), priced
+        once per lowering (``p2p``); ``None`` where the operation sends nothing (the last
+        chunk's forward, the first chunk's backward) or the pipeline is one stage. The
+        templates of the inline loops (:meth:`plain_templates`, ``OperationReplay._single`` and
+        ``_chain_template``) keep it."""
+        P = self.P
+        if P == 1 or not (k < self.K - 1 if fwd else k > 0):
+            return None
+        if fwd:
+            return self.p2p(k % P, (k + 1) % P, self.chunks[k].out_bytes)
+        return self.p2p(k % P, (k - 1) % P, self.chunks[k - 1].out_bytes)
 
     def _send_task(
         self, fwd: bool, tid: int, wait: int, mb: int, k: int, send: tuple, gpu: str
