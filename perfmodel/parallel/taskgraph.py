@@ -485,12 +485,14 @@ class GraphBuilder:
         comm: CommSpec | None = None,
         then: tuple[float, ...] | None = None,
         over: tuple[str, float] | None = None,
+        chain: tuple[ChainStatic, int, int] | None = None,
     ) -> int:
         """Append a task; returns its id. ``deps`` may hold ``None`` and negative ids (no
         dependency) and duplicates; they are dropped and the rest sorted. The arguments after
         ``deps`` may be given by position (the lowering's hot loops do: a keyword call costs
         more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet);
-        with ``over`` too, an :class:`OverTask` (:meth:`add_over`).
+        with ``over`` too, an :class:`OverTask` (:meth:`add_over`); with ``chain``, a
+        :class:`ChainTask` (:meth:`add_chain`).
         The stores and the dependency cleaning are mirrored inline in
         ``LoweringShortcuts.run_plain_schedule`` (and, for :meth:`add_chain`'s, in
         ``OperationReplay.run_chain_schedule``);
@@ -526,12 +528,17 @@ class GraphBuilder:
         # twin's stores (_TaskTwin, _OpTaskTwin), the same fields, the same values, then the
         # frozen class
         if then is None:
-            twin: _TaskTwin | _OpTaskTwin | _OverTaskTwin = _new_task(_TaskTwin)
+            twin: _TaskTwin | _OpTaskTwin | _OverTaskTwin | _ChainTaskTwin = _new_task(_TaskTwin)
             cls: type[Task] = Task
         else:  # an OpTask: its own three slots first
             if over is None:
-                twin = _new_task(_OpTaskTwin)
-                cls = OpTask
+                if chain is None:
+                    twin = _new_task(_OpTaskTwin)
+                    cls = OpTask
+                else:
+                    twin = _new_task(_ChainTaskTwin)
+                    twin.chain = chain
+                    cls = ChainTask
             else:
                 twin = _new_task(_OverTaskTwin)
                 twin.over = over
@@ -594,48 +601,25 @@ class GraphBuilder:
         chain: tuple[ChainStatic, int, int],
     ) -> int:
         """Append a :class:`ChainTask` on ``device``'s compute stream waiting on ``deps`` (the
-        operation's; negative ids, no dependency, are dropped as :meth:`add` drops them: the
-        stage's first operation without a host task waits on ``-1``); returns its id. The
-        stores and the dependency cleaning are mirrored inline in
-        ``OperationReplay.run_chain_schedule``; ``tests/parallel/test_plain_loop.py`` compares."""
-        tasks = self.tasks
-        tid = len(tasks)
-        if len(deps) == 2:  # a forward's (the stage's last compute, its input): no set, no sort
-            a, d = deps
-            if a < 0:
-                clean: tuple[int, ...] = (d,) if d >= 0 else ()
-            elif d < 0 or d == a:
-                clean = (a,)
-            else:
-                clean = (a, d) if a < d else (d, a)
-        else:
-            clean = tuple(sorted({d for d in deps if d >= 0}))
-        assert not clean or (
-            clean[0] % SENT < tid
-            and clean[-1] % SENT < tid
-            and (len(clean) < 3 or max([d % SENT for d in clean]) < tid)
-        ), "dependencies must precede the task"
-        task = _new_task(_ChainTaskTwin)  # stores, then the frozen class (_ChainTaskTwin)
-        task.then_s = CHAIN_MARK
-        task.send_s = 0.0
-        task.send = None
-        task.chain = chain
-        task.tid = tid
-        task.kind = TaskKind.COMPUTE
-        task.device = device
-        task.stream = "compute"
-        task.duration_s = 0.0
-        task.deps = clean
-        task.label = label
-        task.microbatch = microbatch
-        task.chunk = chunk
-        task.comm = None
-        task.__class__ = ChainTask  # type: ignore[assignment]
-        tasks.append(task)  # type: ignore[arg-type]
-        if device not in self._device_set:
-            self._device_set.add(device)
-            self.devices.append(device)
-        return tid
+        operation's; negative ids, no dependency, are dropped: the stage's first operation
+        without a host task waits on ``-1``): :meth:`add`'s task of 0 seconds with ``then_s``
+        :data:`CHAIN_MARK`; returns its id. The stores and the dependency cleaning are
+        mirrored inline in ``OperationReplay.run_chain_schedule``;
+        ``tests/parallel/test_plain_loop.py`` compares."""
+        return self.add(
+            TaskKind.COMPUTE,
+            device,
+            "compute",
+            0.0,
+            deps,
+            label,
+            microbatch,
+            chunk,
+            None,
+            CHAIN_MARK,
+            None,
+            chain,
+        )
 
     def build(self, multiplicity: int = 1) -> TaskGraph:
         return TaskGraph(tuple(self.tasks), tuple(self.devices), multiplicity, tuple(self.notes))
