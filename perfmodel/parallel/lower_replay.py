@@ -73,14 +73,17 @@ _COMPUTE = TaskKind.COMPUTE
 #: field ``None``: the operation's), the task the next operation and the send wait on, the
 #: longest compute counted, the operation-task and coarse counts it adds, and the prefetch
 #: anchors it appends to ``gather_hist`` (its tasks' indices plus their encodings), and the
-#: operation as one task copied inline (:data:`Single`; ``None``: the general copy).
+#: operation as one task that ``run_plain_schedule`` copies inline (:data:`Single`; ``None``:
+#: only the general copy).
 Recorded = tuple[
     tuple[tuple[Any, ...], ...], int, float | None, int, int, tuple[int, ...], "Single | None"
 ]
 #: A recorded operation of one operation task on the compute stream waiting on every input
-#: (:meth:`OperationReplay._single`), copied by :meth:`OperationReplay._replay_single`: the
-#: task's mutable twin and class, GPU, seconds, ``then_s``, ``over``, chunk field, the longest
-#: compute counted, and the send's ``(seconds, CommSpec)`` (``None``: none, or one stage).
+#: (:meth:`OperationReplay._single`), copied inline by ``run_plain_schedule`` from
+#: :meth:`OperationReplay.single_template` (else by :meth:`OperationReplay.replay_op`'s general
+#: copy, the same task): the task's mutable twin and class, GPU, seconds, ``then_s``, ``over``,
+#: chunk field, the longest compute counted, and the send's ``(seconds, CommSpec)`` (``None``:
+#: none, or one stage).
 Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, Any]
 
 
@@ -129,16 +132,17 @@ class OperationReplay:
         """The :data:`~perfmodel.parallel.lower_shortcuts.PlainTemplate` with which
         ``run_plain_schedule`` emits inline what :meth:`replay_op` emits for the recorded
         operation ``key`` (chunk, forward, gathers to come) where it is one task
-        (:meth:`_replay_single`: the same task, dependencies, fold and state), kept in
+        (:data:`Single`: the same task, dependencies, fold and state), kept in
         ``_single_tpl``; ``False`` where it is not (no copy of one task, or
         :attr:`INLINE_SINGLES` off: :meth:`replay_op` copies it), ``None`` while the operation
         is not recorded yet (:meth:`replay_op` records it).
 
-        The two emissions differ only in where the code runs: the loop's dependency cleaning
-        is ``_replay_single``'s (the operation's inputs in :meth:`_inputs`'s order, cleaned as
-        ``GraphBuilder.add`` cleans them), its fold test and counters read the recorded longest
-        compute (``cmax``), operation-task and coarse counts, and the task gets the recording's
-        twin, class, ``over``, seconds and ``then_s``. Saves the method calls of each copy
+        The two emissions differ only in where the code runs: the loop cleans the operation's
+        inputs (in :meth:`_inputs`'s order) as ``GraphBuilder.add`` cleans the general copy's
+        dependencies, its fold test and counters read the recorded longest compute (``cmax``),
+        operation-task and coarse counts (``compute_emitted``'s and ``fold_send``'s, as the
+        general copy's ``send`` reads them), and the task gets the recording's twin, class,
+        ``over``, seconds and ``then_s``. Saves the method calls of each copy
         (Megatron-Core's GPT-3 175B dp2 tp32 pp16 short schedule: 608 copies; its
         ``run_schedule`` 4.13-4.37 against 4.30-5.01 ms, docs/design.md "One-task copies in
         the plain loop")."""
@@ -190,10 +194,7 @@ class OperationReplay:
         if rec is False:
             (low.forward if fwd else low.backward)(s, mb, c)
             return
-        tpl, x, cmax, merged, coarse, anchors, single = rec
-        if single is not None:
-            self._replay_single(s, fwd, mb, k, ext, single, merged, coarse)
-            return
+        tpl, x, cmax, merged, coarse, anchors, _ = rec
         b = low.b
         base = len(b.tasks)
         add = b.add
@@ -348,12 +349,11 @@ class OperationReplay:
             return False
         cmax = max(durs) if durs else None
         merged = low.op_merged - m0 - fold
-        single = self._single(s, fwd, k, tpl, x - start, cmax, anchors, len(ext))
+        single = self._single(fwd, k, tpl, x - start, cmax, anchors, len(ext))
         return tuple(tpl), x - start, cmax, merged, low.coarsened - c0, anchors, single
 
     def _single(
         self,
-        s: int,
         fwd: bool,
         k: int,
         tpl: list[tuple[Any, ...]],
@@ -381,115 +381,7 @@ class OperationReplay:
         # piece refused the recorded operation's send, so its stream's sends are tasks since
         # (``_send_exact`` never returns to True) and no copy of it reaches a fold
         twin, cls = (_OpTaskTwin, OpTask) if over is None else (_OverTaskTwin, OverTask)
-        send = None
-        P = low.P
-        if P > 1 and (k < low.K - 1 if fwd else k > 0):
-            to, nbytes = ((k + 1) % P, low.chunks[k].out_bytes) if fwd else (
-                (k - 1) % P, low.chunks[k - 1].out_bytes)  # fmt: skip
-            send = low.p2p(s, to, nbytes)  # send()'s (computed once per lowering)
-        return twin, cls, dev, dur, then, over, chunk, cmax, send
-
-    def _replay_single(
-        self,
-        s: int,
-        fwd: bool,
-        mb: int,
-        k: int,
-        ext: tuple[int, ...],
-        single: Single,
-        merged: int,
-        coarse: int,
-    ) -> None:
-        """A copy of a recorded operation of one task (:meth:`_single`), emitted inline as
-        ``GraphBuilder.add`` (dependencies cleaned as it cleans them), ``compute_emitted``,
-        ``send`` and ``fold_send`` would (the fold decided before the task is made, as
-        ``run_plain_schedule`` decides it), leaving the state :meth:`replay_op`'s general
-        copy leaves."""
-        low: Any = self
-        twin, cls, gpu, dur, then, over, chunk, cmax, send = single
-        b = low.b
-        tasks = b.tasks
-        tid = len(tasks)
-        if len(ext) == 1:
-            a = ext[0]
-            deps: tuple[int, ...] = (a,) if a >= 0 else ()
-        elif len(ext) == 2:
-            a, d = ext
-            if a < 0:
-                deps = (d,) if d >= 0 else ()
-            elif d < 0 or d == a:
-                deps = (a,)
-            else:
-                deps = (a, d) if a < d else (d, a)
-        else:
-            deps = tuple(sorted({d for d in ext if d >= 0}))
-        assert not deps or (  # add's check, each of at most three without a list
-            deps[0] % SENT < tid
-            and deps[-1] % SENT < tid
-            and (len(deps) < 3 or deps[1] % SENT < tid)
-        ), "dependencies must precede the task"
-        cs = low._cs_max[s]
-        if cmax is not None:  # compute_emitted
-            if cmax > cs[0]:
-                cs[0] = cmax
-            if cmax > cs[1]:
-                cs[1] = cmax
-        send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
-        if send is not None:
-            j = 0 if fwd else 1
-            exact = low._send_exact[s]
-            if exact[j]:
-                prev = low._send_prev[s]
-                ok = cs[j] >= prev[j]
-                prev[j] = send[0]
-                cs[j] = 0.0
-                if ok:
-                    assert over is None or len(then) > 1, "fold into a one-piece OverTask"
-                    send_s, spec = send
-                    low._send_last[s][j] = tid
-                    merged += 1
-                else:
-                    exact[j] = False
-                    x = low._send_last[s][j]
-                    wait = x + SENT if x >= 0 else -1
-            else:
-                wait = -1
-        task = _new_task(twin)  # GraphBuilder.add's stores, then the frozen class
-        if over is not None:
-            task.over = over
-        task.then_s = then
-        task.send_s = send_s
-        task.send = spec
-        task.tid = tid
-        task.kind = _COMPUTE
-        task.device = gpu
-        task.stream = "compute"
-        task.duration_s = dur
-        task.deps = deps
-        task.label = op_labels("F" if fwd else "B", k // low.P if low.V > 1 else -1, low.m)[mb]
-        task.microbatch = mb
-        task.chunk = chunk
-        task.comm = None
-        task.__class__ = cls
-        tasks.append(task)
-        if gpu not in b._device_set:
-            b._device_set.add(gpu)
-            b.devices.append(gpu)
-        low.op_merged += merged
-        low.coarsened += coarse
-        low.last_compute[s] = tid
-        out = tid
-        if spec is not None:
-            out = tid + SENT
-        elif wait != -3:
-            out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
-        if fwd:
-            low.first_seg_done[s] = True
-            low.f_done[(mb, k)] = tid
-            if k < low.K - 1:
-                low.f_out[(mb, k)] = out
-        elif k > 0:
-            low.b_out[(mb, k)] = out
+        return twin, cls, dev, dur, then, over, chunk, cmax, low.op_send(k, fwd)
 
     # ------------------------------------------------------------------ exposed TP tails
 
@@ -591,14 +483,9 @@ class OperationReplay:
         chain = low._chain_static(plan, k, ch, phase)
         if chain is None:
             return False
-        c = k // low.P
-        P = low.P
         sends = k < low.K - 1 if fwd else k > 0
-        to = (k + 1) % P if fwd else (k - 1) % P
-        nbytes = ch.out_bytes if fwd else low.chunks[k - 1].out_bytes if k > 0 else 0.0
-        labels = op_labels(phase, c if low.V > 1 else -1, low.m)
-        send = low.p2p(s, to, nbytes) if sends and P > 1 else None
-        return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, send
+        labels = op_labels(phase, k // low.P if low.V > 1 else -1, low.m)
+        return chain, 1 if plan[1] else 0, low.gpu[s], labels, sends, low.op_send(k, fwd)
 
     def run_chain_schedule(self) -> None:
         """``run_plain_schedule``'s round robin where every operation may be a gather chain
@@ -677,8 +564,11 @@ class OperationReplay:
                         continue
                     static, c_max, two, one, red, n_items, n_hid, gpu, labels, sends, send = t
                     a = last[s]
-                    if fwd:  # [last, input] (k > 0) or [last], cleaned as add_chain cleans them
-                        if k == 0:
+                    if fwd or k == K - 1:  # [last, input] (k > 0) or [last], cleaned as
+                        # add_chain cleans them; the last chunk's backward: [last, its forward]
+                        if not fwd:
+                            d = f_done[(mb, k)]
+                        if fwd and k == 0:
                             deps: tuple[int, ...] = (a,) if a >= 0 else ()
                         elif a < 0:
                             deps = (d,) if d >= 0 else ()
@@ -686,7 +576,7 @@ class OperationReplay:
                             deps = (a,)
                         else:
                             deps = (a, d) if a < d else (d, a)
-                    elif k < K - 1:  # sorted({a, f, d}), by hand as run_plain_schedule
+                    else:  # sorted({a, f, d}), by hand as run_plain_schedule
                         # sorts them: none is negative (this stage ran the forward, so ``last``
                         # is set; the forward and the later chunk's backward ended), and d (the
                         # later backward's output) comes after f (this forward's end)
@@ -701,14 +591,6 @@ class OperationReplay:
                             deps = (a,) if f == d else (a, d)
                         else:
                             deps = (a, f) if f == d else (a, f, d)
-                    else:  # the last chunk's backward: [last, its forward], as a forward's
-                        f = f_done[(mb, k)]
-                        if a < 0:
-                            deps = (f,) if f >= 0 else ()
-                        elif f < 0 or f == a:
-                            deps = (a,)
-                        else:
-                            deps = (a, f) if a < f else (f, a)
                     tid = len(tasks)
                     # add_chain's check (the template's own tasks are earlier by make), each
                     # of at most three dependencies read without a list

@@ -453,9 +453,9 @@ class LoweringShortcuts:
         self._send_prev = [[0.0, 0.0] for _ in range(self.P)]
         self._send_exact = [[True, True] for _ in range(self.P)]
         self._send_last = [[-1, -1] for _ in range(self.P)]  # the last folded send's task
-        self._plain_ops: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
-        # (_values_key, phase) -> _plain_op_times, and a later stage's issue_lead (chunks read
-        # off one chunk share them)
+        # per chunk: its _values_key; (_values_key, phase) -> _plain_op_times, and a later
+        # stage's issue_lead (chunks read off one chunk share them)
+        self._vkeys = [self._values_key(ch) for ch in self.chunks]
         self._op_times: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
         self._leads: dict[tuple[int, str], float] = {}
         # (task id, operation, stage) of the last operation task op_task emitted
@@ -556,9 +556,9 @@ class LoweringShortcuts:
         task and counters (:meth:`compute_emitted`, ``op_merged``) are mirrored inline in
         :meth:`run_plain_schedule`; ``tests/parallel/test_plain_loop.py`` compares."""
         k = c * self.P + s
-        hit = self._plain_ops.get((k, phase))
+        hit = self._op_times.get((self._vkeys[k], phase))
         if hit is None:
-            hit = self._plain_ops[(k, phase)] = self._shared_op_times(k, phase)
+            hit = self._shared_op_times(k, phase)
         if hit is False or self.zero3 or self.gathers_left[s] > 0:
             return -1
         dur, then = hit
@@ -610,8 +610,9 @@ class LoweringShortcuts:
         return id(ch if src is None else src)
 
     def _shared_op_times(self, k: int, phase: str) -> tuple[float, tuple[float]] | bool:
-        """:meth:`_plain_op_times` of chunk ``k``, computed once per :meth:`_values_key`."""
-        key = (self._values_key(self.chunks[k]), phase)
+        """:meth:`_plain_op_times` of chunk ``k``, computed once per :meth:`_values_key` (the
+        one memo of plain-operation seconds, ``_op_times``; :meth:`plain_op` reads it first)."""
+        key = (self._vkeys[k], phase)
         hit = self._op_times.get(key)
         if hit is None:
             hit = self._op_times[key] = self._plain_op_times(k, phase)
@@ -668,9 +669,9 @@ class LoweringShortcuts:
         a task, waiting on the previous send as the stream made it wait, and so is every later
         send on that stream (tasks occupy the stream themselves).
 
-        The rule is mirrored inline in :meth:`run_plain_schedule`,
-        ``OperationReplay._replay_single`` and ``OperationReplay.run_chain_schedule`` (decided
-        before the task is made); ``tests/parallel/test_plain_loop.py`` compares."""
+        The rule is mirrored inline in :meth:`run_plain_schedule` and
+        ``OperationReplay.run_chain_schedule`` (decided before the task is made);
+        ``tests/parallel/test_plain_loop.py`` compares."""
         i = 0 if stream == "send_fwd" else 1
         exact = self._send_exact[s]
         if not exact[i]:
@@ -720,9 +721,7 @@ class LoweringShortcuts:
                 if not ok or not self._op_exit[0 if fwd else 1]:
                     out.append(None)
                     continue
-            hit = self._plain_ops.get((k, phase))
-            if hit is None:
-                hit = self._plain_ops[(k, phase)] = self._shared_op_times(k, phase)
+            hit = self._shared_op_times(k, phase)
             if hit is False or self.zero3:
                 out.append(None)
                 continue
@@ -732,9 +731,7 @@ class LoweringShortcuts:
                 continue
             s = k % self.P
             sends = k < self.K - 1 if fwd else k > 0
-            to = (k + 1) % self.P if fwd else (k - 1) % self.P
-            nbytes = ch.out_bytes if fwd else self.chunks[k - 1].out_bytes
-            send = self.p2p(s, to, nbytes) if sends and self.P > 1 else None
+            send = self.op_send(k, fwd)
             labels = op_labels(phase, k // self.P if self.V > 1 else -1, self.m)
             dur = float(dur)
             out.append(
@@ -801,7 +798,7 @@ class LoweringShortcuts:
                     if t is None or gathers_left[s] > 0:  # not plain: the general path
                         if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
                             # a copy of a recorded operation of one task: inline below, as
-                            # replay_op's _replay_single emits it (single_template)
+                            # replay_op's general copy emits it (single_template)
                             rk = (k, fwd, gathers_left[s] > 0)
                             t = singles.get(rk)
                             if t is None:
@@ -921,6 +918,21 @@ class LoweringShortcuts:
                 raise RuntimeError("pipeline schedule deadlocked during lowering")
         self.op_merged += merged
         self.coarsened += coarse
+
+    def op_send(self, k: int, fwd: bool) -> tuple[float, CommSpec] | None:
+        """``(seconds, CommSpec)`` of the pipeline send ``send`` emits after the operation
+        through chunk ``k`` (``fwd``: its activation to the next stage's chunk ``k + 1``;
+        else its input gradient, chunk ``k - 1``'s output size, to the previous stage), priced
+        once per lowering (``p2p``); ``None`` where the operation sends nothing (the last
+        chunk's forward, the first chunk's backward) or the pipeline is one stage. The
+        templates of the inline loops (:meth:`plain_templates`, ``OperationReplay._single`` and
+        ``_chain_template``) keep it."""
+        P = self.P
+        if P == 1 or not (k < self.K - 1 if fwd else k > 0):
+            return None
+        if fwd:
+            return self.p2p(k % P, (k + 1) % P, self.chunks[k].out_bytes)
+        return self.p2p(k % P, (k - 1) % P, self.chunks[k - 1].out_bytes)
 
     def _send_task(
         self, fwd: bool, tid: int, wait: int, mb: int, k: int, send: tuple, gpu: str

@@ -30,10 +30,10 @@ def lower(
     :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.hidden_backward`)."""
     mode = _mode(inp)
     if mode is None or mode is DPMode.ALLREDUCE:
-        return _lower_pipeline(
+        return lower_pipeline(
             inp, costs, one_weird_trick=mode is None, coarse=coarse, hidden=hidden
         )
-    return _lower_dp_variant(inp, costs, mode)
+    return lower_dp_variant(inp, costs, mode)
 
 
 def lower_memory(
@@ -62,7 +62,7 @@ def lower_memory(
             coarse=coarse,
             hidden=hidden,
         ).memory()
-    return _lower_dp_variant(inp, costs, mode).memory
+    return lower_dp_variant(inp, costs, mode).memory
 
 
 def _mode(inp: StepInputs) -> DPMode | None:
@@ -80,27 +80,6 @@ def _mode(inp: StepInputs) -> DPMode | None:
             where="dp_mode",
         )
     return mode
-
-
-def _lower_pipeline(
-    inp: StepInputs,
-    costs: Costs,
-    *,
-    one_weird_trick: bool = False,
-    coarse: bool = True,
-    hidden: bool = True,
-) -> LoweredStep:
-    """``allreduce``-mode plans: :class:`perfmodel.parallel.lower_pipeline.PipelineLowering`
-    (imported here: it builds on this module's chunks and memory)."""
-
-    return lower_pipeline(inp, costs, one_weird_trick=one_weird_trick, coarse=coarse, hidden=hidden)
-
-
-def _lower_dp_variant(inp: StepInputs, costs: Costs, mode: DPMode) -> LoweredStep:
-    """Parameter server, CPU/GPU merge, async, local SGD and Crossbow (tp = pp = 1):
-    :mod:`perfmodel.parallel.lower_dp_variants`, one emitter per mode."""
-
-    return lower_dp_variant(inp, costs, mode)
 
 
 __all__ = ["lower", "lower_memory"]

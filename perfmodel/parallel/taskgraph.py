@@ -129,7 +129,35 @@ class OpTask(Task):
         object.__setattr__(self, "send", send)
 
 
-class ChainTask(OpTask):
+class _OpTaskPlusOne(OpTask):
+    """An :class:`OpTask` with one slot of its own more (its subclass's only ``__slots__``
+    entry: :class:`ChainTask`'s ``chain``, :class:`OverTask`'s ``over``): equal where
+    :class:`Task`'s equality holds (over its fields) and that slot is equal, hashed as a
+    :class:`Task`, pickled as an :class:`OpTask` and that slot. A base of the subclass's
+    mutable twin too (``__class__`` assignment wants the same base)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        name = self.__slots__[0]
+        return Task.__eq__(self, other) is True and getattr(self, name) == getattr(other, name)
+
+    #: :class:`Task`'s (over its fields): equal tasks hash alike (a class that defines
+    #: ``__eq__`` would otherwise get ``None``).
+    __hash__ = Task.__hash__
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return (*super().__getstate__(), getattr(self, self.__slots__[0]))
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        *rest, extra = state
+        super().__setstate__(tuple(rest))
+        object.__setattr__(self, self.__slots__[0], extra)
+
+
+class ChainTask(_OpTaskPlusOne):
     """A *gather chain* of the analytic graph (ZeRO-3/FSDP, :meth:`perfmodel.parallel.
     lower_hidden.HiddenCollectives.lower_gather_runs`; made by :meth:`GraphBuilder.add_chain`):
     one operation whose segments each wait for their parameter all-gather, lowered as the one
@@ -141,36 +169,22 @@ class ChainTask(OpTask):
     ``_chain``); its :attr:`then_s` is :data:`CHAIN_MARK` (identity-checked), its
     ``duration_s`` 0. A task that waits on mark ``j`` lists :func:`chain_mark` ``(tid, j)``."""
 
+    #: Compared with the task (:class:`_OpTaskPlusOne`): two chains of the same fields (every
+    #: chain task's ``then_s`` is :data:`CHAIN_MARK`, its ``duration_s`` 0) may stand for
+    #: different fine tasks.
     __slots__ = ("chain",)
 
     chain: tuple[ChainStatic, int, int]
 
-    def __eq__(self, other: object) -> bool:
-        """:class:`Task`'s equality (over its fields) and the same :attr:`chain`: two chains
-        of the same fields (every chain task's ``then_s`` is :data:`CHAIN_MARK`, its
-        ``duration_s`` 0) may stand for different fine tasks."""
-        if other.__class__ is not ChainTask:
-            return NotImplemented
-        return Task.__eq__(self, other) is True and self.chain == other.chain  # type: ignore[attr-defined]
-
-    #: :class:`Task`'s (over its fields): equal chain tasks hash alike (a class that defines
-    #: ``__eq__`` would otherwise get ``None``).
-    __hash__ = Task.__hash__
-
-    def __getstate__(self) -> tuple[object, ...]:
-        return (*super().__getstate__(), self.chain)
-
     def __setstate__(self, state: tuple[object, ...]) -> None:
-        """:class:`OpTask`'s, then :attr:`chain`, and :attr:`then_s` the module's
-        :data:`CHAIN_MARK` again (pickling copies it to an equal tuple, which the executors'
-        ``then_s is CHAIN_MARK`` would take for an operation task's one piece)."""
-        *rest, chain = state
-        super().__setstate__(tuple(rest))
-        object.__setattr__(self, "chain", chain)
+        """:class:`_OpTaskPlusOne`'s, and :attr:`then_s` the module's :data:`CHAIN_MARK`
+        again (pickling copies it to an equal tuple, which the executors' ``then_s is
+        CHAIN_MARK`` would take for an operation task's one piece)."""
+        super().__setstate__(state)
         object.__setattr__(self, "then_s", CHAIN_MARK)
 
 
-class OverTask(OpTask):
+class OverTask(_OpTaskPlusOne):
     """An operation task whose first segment's tensor-parallel collective runs beside its
     compute on its own stream and outlasts it (Megatron-Core's TE userbuffers overlap where the
     collective is the longer; made by :meth:`GraphBuilder.add_over`): :attr:`over` is
@@ -181,24 +195,8 @@ class OverTask(OpTask):
     recurrence (``perfmodel.sim.engine`` ``_over``; ``lower_replay.OperationReplay.over_op``
     says why it is the four tasks' schedule bit for bit)."""
 
+    #: Compared, hashed and pickled with the task (:class:`_OpTaskPlusOne`).
     __slots__ = ("over",)
-
-    def __eq__(self, other: object) -> bool:
-        """:class:`Task`'s equality (over its fields) and the same :attr:`over`."""
-        if other.__class__ is not OverTask:
-            return NotImplemented
-        return Task.__eq__(self, other) is True and self.over == other.over  # type: ignore[attr-defined]
-
-    #: :class:`Task`'s (over its fields), as :class:`ChainTask` keeps it.
-    __hash__ = Task.__hash__
-
-    def __getstate__(self) -> tuple[object, ...]:
-        return (*super().__getstate__(), self.over)
-
-    def __setstate__(self, state: tuple[object, ...]) -> None:
-        *rest, over = state
-        super().__setstate__(tuple(rest))
-        object.__setattr__(self, "over", over)
 
 
 #: :attr:`Task.then_s` of every :class:`ChainTask` (the executors test ``then_s is CHAIN_MARK``).
@@ -426,10 +424,10 @@ class _OpTaskTwin(Task):
 assert sorted(_OpTaskTwin.__slots__) == sorted(OpTask.__slots__), "OpTask's slots changed"
 
 
-class _ChainTaskTwin(OpTask):
+class _ChainTaskTwin(_OpTaskPlusOne):
     """A mutable twin of :class:`ChainTask`, as :class:`_OpTaskTwin` is of :class:`OpTask`:
-    the same base (:class:`OpTask`) and the same one slot of its own (``chain``), filled with
-    plain stores and made a :class:`ChainTask` by ``__class__`` assignment. Both
+    the same base (:class:`_OpTaskPlusOne`) and the same one slot of its own (``chain``),
+    filled with plain stores and made a :class:`ChainTask` by ``__class__`` assignment. Both
     ``__setattr__`` and ``__delattr__`` are ``object``'s: with the frozen ``__delattr__``
     inherited (wave 11's attempt) the stores took the generic path, 1.6 us against the slot
     setters' 1.1 us; with both, fourteen stores and the class assignment take ~0.35-0.42 us
@@ -445,7 +443,7 @@ class _ChainTaskTwin(OpTask):
 assert _ChainTaskTwin.__slots__ == ChainTask.__slots__, "ChainTask's slots changed"
 
 
-class _OverTaskTwin(OpTask):
+class _OverTaskTwin(_OpTaskPlusOne):
     """A mutable twin of :class:`OverTask`, as :class:`_ChainTaskTwin` is of
     :class:`ChainTask` (same base, the same one slot of its own, ``object``'s ``__setattr__``
     and ``__delattr__``)."""
@@ -487,15 +485,17 @@ class GraphBuilder:
         comm: CommSpec | None = None,
         then: tuple[float, ...] | None = None,
         over: tuple[str, float] | None = None,
+        chain: tuple[ChainStatic, int, int] | None = None,
     ) -> int:
         """Append a task; returns its id. ``deps`` may hold ``None`` and negative ids (no
         dependency) and duplicates; they are dropped and the rest sorted. The arguments after
         ``deps`` may be given by position (the lowering's hot loops do: a keyword call costs
         more per task). ``then``: an :class:`OpTask` whose ``then_s`` it is (no send yet);
-        with ``over`` too, an :class:`OverTask` (:meth:`add_over`).
+        with ``over`` too, an :class:`OverTask` (:meth:`add_over`); with ``chain``, a
+        :class:`ChainTask` (:meth:`add_chain`).
         The stores and the dependency cleaning are mirrored inline in
-        ``LoweringShortcuts.run_plain_schedule`` and ``OperationReplay._replay_single`` (and,
-        for :meth:`add_chain`'s, in ``OperationReplay.run_chain_schedule``);
+        ``LoweringShortcuts.run_plain_schedule`` (and, for :meth:`add_chain`'s, in
+        ``OperationReplay.run_chain_schedule``);
         ``tests/parallel/test_plain_loop.py`` compares."""
         if duration_s < 0 or duration_s != duration_s:
             raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
@@ -528,12 +528,17 @@ class GraphBuilder:
         # twin's stores (_TaskTwin, _OpTaskTwin), the same fields, the same values, then the
         # frozen class
         if then is None:
-            twin: _TaskTwin | _OpTaskTwin | _OverTaskTwin = _new_task(_TaskTwin)
+            twin: _TaskTwin | _OpTaskTwin | _OverTaskTwin | _ChainTaskTwin = _new_task(_TaskTwin)
             cls: type[Task] = Task
         else:  # an OpTask: its own three slots first
             if over is None:
-                twin = _new_task(_OpTaskTwin)
-                cls = OpTask
+                if chain is None:
+                    twin = _new_task(_OpTaskTwin)
+                    cls = OpTask
+                else:
+                    twin = _new_task(_ChainTaskTwin)
+                    twin.chain = chain
+                    cls = ChainTask
             else:
                 twin = _new_task(_OverTaskTwin)
                 twin.over = over
@@ -596,48 +601,25 @@ class GraphBuilder:
         chain: tuple[ChainStatic, int, int],
     ) -> int:
         """Append a :class:`ChainTask` on ``device``'s compute stream waiting on ``deps`` (the
-        operation's; negative ids, no dependency, are dropped as :meth:`add` drops them: the
-        stage's first operation without a host task waits on ``-1``); returns its id. The
-        stores and the dependency cleaning are mirrored inline in
-        ``OperationReplay.run_chain_schedule``; ``tests/parallel/test_plain_loop.py`` compares."""
-        tasks = self.tasks
-        tid = len(tasks)
-        if len(deps) == 2:  # a forward's (the stage's last compute, its input): no set, no sort
-            a, d = deps
-            if a < 0:
-                clean: tuple[int, ...] = (d,) if d >= 0 else ()
-            elif d < 0 or d == a:
-                clean = (a,)
-            else:
-                clean = (a, d) if a < d else (d, a)
-        else:
-            clean = tuple(sorted({d for d in deps if d >= 0}))
-        assert not clean or (
-            clean[0] % SENT < tid
-            and clean[-1] % SENT < tid
-            and (len(clean) < 3 or max([d % SENT for d in clean]) < tid)
-        ), "dependencies must precede the task"
-        task = _new_task(_ChainTaskTwin)  # stores, then the frozen class (_ChainTaskTwin)
-        task.then_s = CHAIN_MARK
-        task.send_s = 0.0
-        task.send = None
-        task.chain = chain
-        task.tid = tid
-        task.kind = TaskKind.COMPUTE
-        task.device = device
-        task.stream = "compute"
-        task.duration_s = 0.0
-        task.deps = clean
-        task.label = label
-        task.microbatch = microbatch
-        task.chunk = chunk
-        task.comm = None
-        task.__class__ = ChainTask  # type: ignore[assignment]
-        tasks.append(task)  # type: ignore[arg-type]
-        if device not in self._device_set:
-            self._device_set.add(device)
-            self.devices.append(device)
-        return tid
+        operation's; negative ids, no dependency, are dropped: the stage's first operation
+        without a host task waits on ``-1``): :meth:`add`'s task of 0 seconds with ``then_s``
+        :data:`CHAIN_MARK`; returns its id. The stores and the dependency cleaning are
+        mirrored inline in ``OperationReplay.run_chain_schedule``;
+        ``tests/parallel/test_plain_loop.py`` compares."""
+        return self.add(
+            TaskKind.COMPUTE,
+            device,
+            "compute",
+            0.0,
+            deps,
+            label,
+            microbatch,
+            chunk,
+            None,
+            CHAIN_MARK,
+            None,
+            chain,
+        )
 
     def build(self, multiplicity: int = 1) -> TaskGraph:
         return TaskGraph(tuple(self.tasks), tuple(self.devices), multiplicity, tuple(self.notes))

@@ -135,8 +135,9 @@ def test_every_shared_decision_is_the_chunks_own(name: str) -> None:
             for phase in ("F", "B"):
                 own = low._chunk_coarsenable(ch, phase)
                 assert low.coarsenable(k % low.P, phase, 0, ch) == own, (k, phase)
-                if (k, phase) in low._plain_ops:
-                    assert low._plain_ops[(k, phase)] == low._plain_op_times(k, phase)
+                key = (low._values_key(ch), phase)
+                if key in low._op_times:
+                    assert low._op_times[key] == low._plain_op_times(k, phase)
         share = low.rc.selective_recompute.share_for(low.wl)
         for s in range(1, low.P):
             own = issue_lead(low.costs, low.chunks, low.ops[s], low.P, s, low.plan.recompute, share)

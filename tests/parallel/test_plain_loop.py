@@ -8,6 +8,8 @@ read), so every report is the one of the per-operation path."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from report_compare import drawn_plan, gpt_scenario, plan_draws
@@ -141,30 +143,40 @@ def test_replayed_operations_match(monkeypatch: pytest.MonkeyPatch, kw: dict, re
     assert copies[0] > 100 if replay else copies[0] == 0
 
 
+def _spy_single_copies(monkeypatch: pytest.MonkeyPatch, weight: Callable[[], int]) -> list[int]:
+    """Count the copies ``replay_op`` makes of a recorded operation of one task
+    (``Recorded``'s ``Single``: its general copy), each adding ``weight()``."""
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    n = [0]
+    orig = OperationReplay.replay_op
+
+    def spy(self, s, fwd, mb, c):  # type: ignore[no-untyped-def]
+        rec = self._replays.get((c * self.P + s, fwd, self.gathers_left[s] > 0))
+        if rec and rec[6] is not None:
+            n[0] += weight()
+        return orig(self, s, fwd, mb, c)
+
+    monkeypatch.setattr(OperationReplay, "replay_op", spy)
+    return n
+
+
 @pytest.mark.parametrize("over", [True, False])
 def test_single_task_copies_match(monkeypatch: pytest.MonkeyPatch, over: bool) -> None:
     """Replayed operations of one task (Megatron-Core tp 8 forwards: one ``OverTask`` the
-    later segments extend) are copied inline (``OperationReplay._replay_single``: the task,
-    its folded or unfolded send and the state as the general copy leaves them), the same
-    graph and state as the per-operation path. With ``OverTask``s off the recorded forwards
-    are several tasks each (compute, TP collective, tail, operation task): the general copy,
-    none inline (and still the same graph). In these plans every copied ``OverTask`` is of
+    later segments extend; ``OperationReplay._single``) copied by ``replay_op`` (copies
+    inline in the plain loop off: ``test_inline_single_copies_match`` has them on) give the
+    same graph and state as the per-operation path. With ``OverTask``s off the recorded
+    forwards are several tasks each (compute, TP collective, tail, operation task): no copy
+    of one task (and still the same graph). In these plans every copied ``OverTask`` is of
     one piece (``then_s`` of one entry), into which ``fold_send`` folds no send: it refused the
     recorded operation's, so every later send on that stream, the copies' included, is a task
-    (``_send_task``); no copy reaches a fold (``_replay_single`` asserts so). (Copies inline
-    in the plain loop off: ``test_inline_single_copies_match`` has them on.)"""
+    (``_send_task``); no copy reaches a fold."""
     from perfmodel.parallel.lower_replay import OperationReplay
 
     monkeypatch.setattr(OperationReplay, "OVER_TASKS", over)
     monkeypatch.setattr(OperationReplay, "INLINE_SINGLES", False)
-    n = [0]
-    orig = OperationReplay._replay_single
-
-    def spy(self, *a):  # type: ignore[no-untyped-def]
-        n[0] += 1
-        return orig(self, *a)
-
-    monkeypatch.setattr(OperationReplay, "_replay_single", spy)
+    n = _spy_single_copies(monkeypatch, lambda: 1)
     for layers, kw in (
         (8, dict(pp=2, dp=1, tp=8, nodes=2)),
         (8, dict(pp=4, dp=2, tp=8, nodes=8, schedule="interleaved", interleave=2)),
@@ -183,25 +195,21 @@ def _inline_singles(
     without) with copies of one task inline in the plain loop
     (``OperationReplay.single_template``) and through ``replay_op``, compare graph and state
     (also against the per-operation path: :func:`_check`), and return how many operations
-    copies' templates the loop made (one per chunk and phase) and the copies
-    ``_replay_single`` made: 1 each with the loop's on, 1,000 each with it off (the
-    comparisons above not counted)."""
+    copies' templates the loop made (one per chunk and phase) and the copies of one task
+    ``replay_op`` made: 1 each with the loop's on, 1,000 each with it off (the comparisons
+    above not counted)."""
     from perfmodel.parallel.lower_replay import OperationReplay
 
-    used, copied, on_now = [0], [0], [False]
-    orig_tpl, orig_single = OperationReplay.single_template, OperationReplay._replay_single
+    used, on_now = [0], [False]
+    orig_tpl = OperationReplay.single_template
 
     def tpl(self, key):  # type: ignore[no-untyped-def]
         out = orig_tpl(self, key)
         used[0] += bool(out) and on_now[0]
         return out
 
-    def single(self, *a):  # type: ignore[no-untyped-def]
-        copied[0] += 1 if on_now[0] else 1_000
-        return orig_single(self, *a)
-
     monkeypatch.setattr(OperationReplay, "single_template", tpl)
-    monkeypatch.setattr(OperationReplay, "_replay_single", single)
+    copied = _spy_single_copies(monkeypatch, lambda: 1 if on_now[0] else 1_000)
     for inp, costs, owt, m, chunks in _lowerings(sc, monkeypatch):
         out = []
         for on in (True, False):
@@ -247,13 +255,13 @@ def test_inline_single_copies_match(
 ) -> None:
     """Copies of a recorded operation of one task emitted inline by the plain loop
     (``OperationReplay.single_template``, ``INLINE_SINGLES``) lower the same graph and state
-    as through ``replay_op`` / ``_replay_single`` and as the per-operation path; where they
-    apply every copy is inline (none left to ``_replay_single``), elsewhere none is."""
+    as through ``replay_op`` and as the per-operation path; where they apply every copy is
+    inline (none left to ``replay_op``), elsewhere none is."""
     kw = {"software": "megatron-core", **kw}
     layers, hidden = kw.pop("layers", 8), kw.pop("hidden", True)
     sc = gpt_scenario(model_args={**GPT, "layers": layers}, global_batch=128, **kw)
     used, copied = _inline_singles(sc, monkeypatch, hidden)
-    # with them on, no copy is left to _replay_single; off, it made every copy (> 50)
+    # with them on, no copy is left to replay_op; off, it made every copy (> 50)
     assert (used > 0 and copied % 1_000 == 0 and copied > 50_000) if inline else used == copied == 0
 
 

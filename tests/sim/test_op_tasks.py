@@ -228,7 +228,7 @@ class _Stage(LoweringShortcuts):
     """Just the state :meth:`LoweringShortcuts.fold_send` reads: one stage's builder."""
 
     def __init__(self) -> None:
-        self.hidden, self.combined, self.P = True, False, 1
+        self.hidden, self.combined, self.P, self.chunks = True, False, 1, []
         self.b = GraphBuilder()
         self.init_op_tasks()
 
