@@ -306,7 +306,8 @@ class PlanScreen:
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
         self.peak_flops = float(one.gpu_spec().peak(self.precision.matmul_dtype))
-        # id(StackParts) -> equal_blocks; (id, pp, v, stage) -> interleaved_chunks (_memory)
+        # _memory's: id(StackParts) -> equal_blocks; (id, pp, v, stage) -> interleaved_chunks
+        # workloads; a scenario's repr -> predict_memory
         self._layouts: dict[Any, Any] = {}
 
     # -------------------------------------------------------------- probes
@@ -836,7 +837,11 @@ class PlanScreen:
             equal = self._layouts[id(pt)] = equal_blocks(pt)
         if (plan.pp > 1 and not equal) or near_capacity(mem.total_bytes, self.capacity_bytes):
             mb = {} if crossbow else {"microbatch": plan.microbatch_size}
-            mem = predict_memory({**self.base, **fields, **mb})
+            merged = {k: v for k, v in {**self.base, **fields, **mb}.items() if v is not None}
+            key = repr(sorted(merged.items()))  # an auto-size probe and its explicit plan: once
+            if key not in self._layouts:
+                self._layouts[key] = predict_memory(merged)
+            mem = self._layouts[key]
         return mem
 
     def _auto_microbatch(
