@@ -14,9 +14,12 @@ their micro-batch, the plan without a micro-batch: every stage then evaluates it
 does (the same code path, so the same numbers), and its row's label, pasted into
 ``predict --plan``, is that plan. :func:`auto_kept` drops it when its choice is one of the
 group's sizes (that row is already there). The first stage makes that choice: with the
-screen first, its memory estimate, which can differ from ``predict``'s near capacity
-(mixtral_8x7b dp8 tp2 pp2 ep4 on 4 DGX H100, global batch 512: the screen's mb8, one of the
-group's sizes, so the plan is dropped, where predict runs mb16).
+screen first, on ``predict``'s memory (:mod:`perfmodel.search.screen_memory`: the same function
+of the same layers, ``predict``'s own near the capacity and for pipelines of unequal blocks).
+Before session 17 the screen's estimate could differ near capacity (mixtral_8x7b dp8 tp2 pp2
+ep4 interleaved rc=full with sequence parallelism on 4 DGX H100, Megatron-Core, global batch
+512: the screen's mb8, one of the group's sizes, so the plan was dropped, where predict runs
+mb16).
 
 **Screen estimates.** A row only the first stage evaluated shows the closed-form screen's
 numbers (:class:`perfmodel.search.screen.PlanScreen`), an estimate of what ``predict`` prints;
@@ -143,16 +146,14 @@ def auto_line(rows: Sequence[Any]) -> str:
     without ``mbN`` ran (its deepest stage's choice, as ``predict --plan LABEL`` makes it);
     ``""`` when every shown plan names its micro-batch. ``rows`` are
     :class:`~perfmodel.search.compare.Candidate` values. A row only the screen evaluated
-    chose its size with the screen's memory estimate, which can differ from ``predict``'s
-    (GPT-3 175B dp4 tp8 pp16 interleaved rc=full on 512 A100: the screen's mb6 against
-    predict's mb8), so its size is marked as the screen's."""
+    chose its size on ``predict``'s memory (:mod:`perfmodel.search.screen_memory`), so it is
+    ``predict``'s choice too; before session 17 the screen's own estimate could differ (GPT-3
+    175B dp4 tp8 pp16 interleaved rc=full on 512 A100: the screen's mb6 against predict's mb8)
+    and such a size was marked "(the screen's estimate)"."""
     auto = [(c, mb) for c in rows if (mb := auto_microbatch(c))]
     if not auto:
         return ""
-    named = ", ".join(
-        f"{c.label} -> mb{mb}" + (" (the screen's estimate)" if c.stage == "screen" else "")
-        for c, mb in auto
-    )
+    named = ", ".join(f"{c.label} -> mb{mb}" for c, mb in auto)
     return (
         "micro-batch auto-sized (a plan without mbN; searched: the default sizes 1,2,4,8, the "
         "whole replica batch and predict's choice): the largest that fits in GPU memory (with "

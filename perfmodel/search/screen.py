@@ -95,17 +95,21 @@ component models, but evaluates one representative rank per pipeline stage in cl
   plan's recomputation and the recipe's loss keep them, the largest transient, context
   parallelism's gathered K/V, ZeRO-3/FSDP's two gathered units or FSDP2-under-pipelining's
   whole gathered stage, gradient-bucket buffers when gradients are reduced, the last stage's
-  copy of a tied embedding, fragmentation) on the screened stage's layers as one chunk, its
-  segments the FSDP units (:func:`perfmodel.parallel.partition.unit_ids`), for the stage's
-  peak in-flight (micro-batch, chunk) sets of the schedule
-  (:func:`perfmodel.parallel.schedule.stage_peak_in_flight`, Narayanan et al. SC21) over its
-  ``v`` chunks. What stays simplified: the stage's layers are the screen's layout
-  (``blocks / pp`` blocks plus the embedding or the head), not the lowering's partition; an
-  interleaved stage is one chunk, so each in-flight set is the stage's mean chunk and full or
-  selective recomputation's working set is the whole stage's largest block, not the largest
-  chunk's (0.2% above ``predict`` for Megatron-Core pp 4 x v 2 with full recomputation);
-  the micro-batch is the plan's (:func:`~perfmodel.pipeline.resolve.plan_for`), where
-  ``predict`` sizes an unstated one itself (:mod:`perfmodel.pipeline.autobatch`). Session 11
+  copy of a tied embedding, fragmentation) on the screened stage's layers, its segments the
+  FSDP units (:func:`perfmodel.parallel.partition.unit_ids`), for the stage's peak in-flight
+  (micro-batch, chunk) sets of the schedule
+  (:func:`perfmodel.parallel.schedule.stage_peak_in_flight`, Narayanan et al. SC21); an
+  interleaved stage's ``v`` chunks as the lowering cuts them
+  (:func:`perfmodel.search.screen_memory.interleaved_chunks`; before session 17 one chunk,
+  up to 16% above ``predict``). What stays simplified: the stage's layers are the screen's
+  layout (``blocks / pp`` blocks plus the embedding or the head), not the lowering's
+  cost-balanced partition of unequal blocks, and Megatron-Core's ``recompute_modules`` are not
+  read; so a pipeline of unequal blocks
+  (:func:`~perfmodel.search.screen_memory.equal_blocks`) and an estimate near the capacity
+  (:data:`~perfmodel.search.screen_memory.CONFIRM_BAND`) take ``predict``'s own memory
+  (:func:`~perfmodel.search.screen_memory.predict_memory`), and whether a plan fits, and which
+  micro-batch a plan without one runs (:mod:`perfmodel.pipeline.autobatch`), is ``predict``'s
+  answer. Session 11
   (screenmem): the screen's own sum left out the gathered FSDP units (FSDP, 8 GPUs: 210 MB +
   fragmentation, 2.45 vs 2.65 GiB) and the tied embedding's last-stage copy (interleaved
   Megatron-Core: 360 MB + fragmentation, 1.93 vs 2.27 GiB), so ``compare`` showed "fits"
@@ -145,6 +149,13 @@ from perfmodel.search.screen_layout import (
     first_stage_layers,
     last_stage_layers,
 )
+from perfmodel.search.screen_memory import (
+    equal_blocks,
+    interleaved_chunks,
+    near_capacity,
+    plan_stage_memory,
+    predict_memory,
+)
 from perfmodel.search.screen_overlap import dp_exposed, stage_issue_lead_s, tp_phase_s
 from perfmodel.search.screen_ranks import Ranks
 
@@ -168,59 +179,6 @@ class _StageCosts:
     # the other pp - 1 stages' per-micro-batch times over the bottleneck stage's (pp - 1 for
     # equal stages): the pipeline's fill and drain
     others_over_max: float = 0.0
-
-
-def plan_stage_memory(
-    workload: Any,
-    plan: Any,
-    rc: Any,
-    *,
-    stage: int,
-    m: int,
-    costs: Any,
-    optimizer: Any,
-    capacity_bytes: float,
-) -> Any:
-    """Memory of pipeline stage ``stage`` holding ``workload``'s layers under ``plan`` and the
-    training recipe ``rc`` with ``m`` micro-batches per step: ``predict``'s own accounting
-    (:func:`perfmodel.parallel.stage_memory.stage_memory`) on the stage as one chunk, its
-    segments the FSDP units (:func:`perfmodel.parallel.partition.unit_ids`) under ZeRO-3/FSDP,
-    the schedule's peak in-flight (micro-batch, chunk) sets over the ``v`` chunks (each chunk the
-    stage's mean), the gradient buckets' buffers when gradients are reduced and the last stage's
-    copy of a tied embedding. The screen (:meth:`PlanScreen._memory`) and ``perfmodel model
-    maxbatch`` read it; ``costs`` is the cost model (``stage_memory`` reads its precision)."""
-    from perfmodel.parallel.lowering import Chunk, Segment
-    from perfmodel.parallel.partition import unit_ids
-    from perfmodel.parallel.plan import PipelineSchedule
-    from perfmodel.parallel.schedule import stage_peak_in_flight
-    from perfmodel.parallel.stage_memory import (
-        stage_buffer_bytes,
-        stage_memory,
-        tied_embedding_params,
-    )
-
-    layers = workload.layers
-    if rc.sharding.stage >= 3:  # the lowering's segments: one per FSDP unit
-        sizes = [sum(layers[i].params for i in u) for u in unit_ids(layers)]
-    else:
-        sizes = [int(workload.params)]
-    segs = tuple(Segment((), 0.0, 0.0, 0.0, 0.0, 0.0, int(n), 0.0, 0.0) for n in sizes)
-    pp = plan.pp
-    v = plan.interleave if plan.schedule is PipelineSchedule.INTERLEAVED else 1
-    in_flight = stage_peak_in_flight(plan.schedule, pp, m, stage, v) / v if pp > 1 else 1
-    tied = tied_embedding_params(layers) if pp > 1 and stage == pp - 1 else 0
-    return stage_memory(
-        [Chunk(segs, 0.0, 0.0, 0, layers)],
-        plan=plan,
-        costs=costs,
-        optimizer=optimizer,
-        in_flight=in_flight,
-        capacity_bytes=capacity_bytes,
-        comm_buffer_bytes=float(rc.bucket_bytes or 0.0) if plan.grad_replicas > 1 else 0.0,
-        buffer_bytes=stage_buffer_bytes(workload, layers) if workload.buffers else 0.0,
-        recipe=rc,
-        tied_params=tied,
-    )
 
 
 #: Scenario fields each plan states (the search's :data:`~perfmodel.search.plans.PLAN_KEYS`,
@@ -349,6 +307,9 @@ class PlanScreen(ScreenGroups):
         self.gpus_per_node = one.gpus_per_node
         self.capacity_bytes = float(one.gpu_spec().memory_bytes)
         self.peak_flops = float(one.gpu_spec().peak(self.precision.matmul_dtype))
+        # _memory's: id(StackParts) -> equal_blocks; (id, pp, v, stage) -> interleaved_chunks
+        # workloads; a scenario's repr -> predict_memory
+        self._layouts: dict[Any, Any] = {}
 
     # -------------------------------------------------------------- probes
     def _topology(self, nodes: int) -> Any:
@@ -738,57 +699,93 @@ class PlanScreen(ScreenGroups):
         self._leads[key] = (st, lead)  # st kept: its id stays its own
         return lead
 
-    def _memory(self, workload: Any, plan: Any, rc: Any, stage: int, m: int) -> Any:
-        """Memory of pipeline stage ``stage`` holding ``workload``'s layers
-        (:func:`plan_stage_memory` with this screen's cost model, optimizer and capacity)."""
-        return plan_stage_memory(
-            workload,
-            plan,
-            rc,
-            stage=stage,
-            m=m,
-            costs=self._system_costs(1),
-            optimizer=self.optimizer,
-            capacity_bytes=self.capacity_bytes,
-        )
-
-    def _plan_memory_bytes(self, plan: Any, per_replica: int, strides: Ranks) -> float:
-        """The memory :meth:`_evaluate` states for ``plan`` (the larger of its first and last
-        stage, :meth:`_memory`), bytes.
+    def _memory(
+        self, plan: Any, per_replica: int, strides: Ranks, fields: Mapping[str, Any]
+    ) -> Any:
+        """The memory :meth:`_evaluate` states for ``plan`` (``per_replica`` samples a replica,
+        ``fields`` its scenario dict): the fuller of its first and last stage
+        (:func:`~perfmodel.search.screen_memory.plan_stage_memory` with this screen's cost
+        model, optimizer and capacity; an interleaved stage's chunks as the lowering cuts them,
+        :func:`~perfmodel.search.screen_memory.interleaved_chunks`): ``predict``'s function of
+        the same layers where the lowering cuts the pipeline as the screen lays it out (equal
+        blocks, :func:`~perfmodel.search.screen_memory.equal_blocks`, or no pipelining). Where
+        it does not, or where the estimate lies near the capacity
+        (:func:`~perfmodel.search.screen_memory.near_capacity`), ``predict``'s own memory
+        (:func:`~perfmodel.search.screen_memory.predict_memory` of ``fields`` with the plan's
+        micro-batch), so that whether it fits is ``predict``'s answer.
 
         Raises
         ------
         InfeasiblePlanError
             A micro-batch that does not divide the replica's batch, or an interleaved
-            schedule's micro-batch count that ``pp`` does not divide (predict's refusals).
+            schedule's micro-batch count that ``pp`` does not divide (predict's refusals), or
+            what ``predict`` refuses a plan near capacity with.
         """
         from perfmodel.parallel.plan import DPMode, PipelineSchedule
         from perfmodel.parallel.schedule import check_interleaved
 
         m = plan.num_microbatches(per_replica)
-        if plan.schedule is PipelineSchedule.INTERLEAVED and plan.pp > 1:
+        interleaved = plan.schedule is PipelineSchedule.INTERLEAVED and plan.pp > 1
+        if interleaved:
             check_interleaved(plan.pp, m)
-        k = plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1
-        st = self._stage(
+        crossbow = plan.dp_mode is DPMode.CROSSBOW
+        k = plan.learners_per_gpu if crossbow else 1
+        shape = (
             plan.microbatch_size * k,
             plan.tp,
-            plan.pp,
             plan.recompute.value,
             plan.sequence_parallel,
             plan.ep,
             plan.cp,
             self._kernel_id(plan, m),
-            strides=strides,
         )
+        st = self._stage(*shape[:2], plan.pp, *shape[2:], strides=strides)
         rc = self._plan_recipe(plan)
-        return max(
-            float(self._memory(wl, plan, rc, stage, m).total_bytes)
-            for wl, stage in ((st.stage_workload, 0), (st.last_workload, plan.pp - 1))
-            if wl is not None
+        pt = self._parts(*shape, strides=strides)
+
+        def stage_mem(workload: Any, stage: int) -> Any:
+            chunks = None
+            if interleaved:  # cached per stage shape (pt lives in _parts_cache: its id is its)
+                key = (id(pt), plan.pp, plan.interleave, stage)
+                chunks = self._layouts.get(key)
+                if chunks is None:
+                    cut = interleaved_chunks(pt, *key[1:])
+                    chunks = [replace(workload, layers=c) for c in cut] if cut else ()
+                    self._layouts[key] = chunks
+            return plan_stage_memory(
+                workload,
+                plan,
+                rc,
+                stage=stage,
+                m=m,
+                costs=self._system_costs(1),
+                optimizer=self.optimizer,
+                capacity_bytes=self.capacity_bytes,
+                chunks=chunks or None,
+            )
+
+        mem = max(
+            (
+                stage_mem(wl, stage)
+                for wl, stage in ((st.stage_workload, 0), (st.last_workload, plan.pp - 1))
+                if wl is not None
+            ),
+            key=attrgetter("total_bytes"),
         )
+        equal = self._layouts.get(id(pt))
+        if equal is None:
+            equal = self._layouts[id(pt)] = equal_blocks(pt)
+        if (plan.pp > 1 and not equal) or near_capacity(mem.total_bytes, self.capacity_bytes):
+            mb = {} if crossbow else {"microbatch": plan.microbatch_size}
+            merged = {k: v for k, v in {**self.base, **fields, **mb}.items() if v is not None}
+            key = repr(sorted(merged.items()))  # an auto-size probe and its explicit plan: once
+            if key not in self._layouts:
+                self._layouts[key] = predict_memory(merged)
+            mem = self._layouts[key]
+        return mem
 
     def _auto_microbatch(
-        self, plan: Any, per_replica: int, strides: Ranks
+        self, plan: Any, per_replica: int, strides: Ranks, fields: Mapping[str, Any]
     ) -> tuple[Any, str | None]:
         """``plan`` with the micro-batch ``predict`` runs a plan without one, and the reason
         predict states for it (``None`` where the derived one stays): the rule of
@@ -796,8 +793,9 @@ class PlanScreen(ScreenGroups):
         fits without pipelining or the stack does not accumulate gradients, Crossbow's
         learners keep theirs; else the largest that fits,
         :func:`perfmodel.pipeline.autobatch.choose_microbatch`, the one function both call),
-        on the screen's memory. Before, the screen ran such a plan at :func:`plan_for`'s
-        default (micro-batch 1 with pipelining) where predict ran the largest that fits."""
+        on the screen's memory (:meth:`_memory`: ``predict``'s own near capacity, so the choice
+        is ``predict``'s). Before, the screen ran such a plan at :func:`plan_for`'s default
+        (micro-batch 1 with pipelining) where predict ran the largest that fits."""
         from perfmodel.parallel.plan import DPMode
         from perfmodel.pipeline.autobatch import choose_microbatch
 
@@ -806,12 +804,10 @@ class PlanScreen(ScreenGroups):
 
         def fits(mb: int) -> bool:
             try:
-                used = self._plan_memory_bytes(
-                    replace(plan, microbatch_size=mb), per_replica, strides
-                )
+                mem = self._memory(replace(plan, microbatch_size=mb), per_replica, strides, fields)
             except InfeasiblePlanError:
                 return False
-            return used <= self.capacity_bytes
+            return bool(mem.fits)
 
         if plan.pp == 1 and fits(plan.microbatch_size):  # the whole batch, as one micro-batch
             return plan, None
@@ -843,7 +839,7 @@ class PlanScreen(ScreenGroups):
         strides = Ranks.of(tuple(parsed.placement), plan.dp * plan.cp, plan.pp, plan.tp, plan.etp)
         chosen = None  # without a micro-batch: predict's choice (the search always names one)
         if parsed.microbatch is None:
-            plan, chosen = self._auto_microbatch(plan, per_replica, strides)
+            plan, chosen = self._auto_microbatch(plan, per_replica, strides, scenario)
         dp, tp, pp, ep, cp = plan.dp, plan.tp, plan.pp, plan.ep, plan.cp
         # learners share a GPU under Crossbow only (predict runs any other mode as one learner)
         k = plan.learners_per_gpu if plan.dp_mode is DPMode.CROSSBOW else 1
@@ -894,14 +890,7 @@ class PlanScreen(ScreenGroups):
         # the slowest GPU paces the synchronous step, as predict charges it
         wait = straggler_wait_s(compute, gpus)
         t += wait
-        mem = max(
-            (
-                self._memory(wl, plan, rc, stage, m)
-                for wl, stage in ((st.stage_workload, 0), (st.last_workload, pp - 1))
-                if wl is not None
-            ),
-            key=attrgetter("total_bytes"),
-        )
+        mem = self._memory(plan, per_replica, strides, scenario)
         model_flops = st.model_flop_per_microbatch * m * dp * cp * k / t / gpus
         auto = {} if chosen is None else {"microbatch": mb, "microbatch_default": chosen}
         return {
@@ -914,7 +903,7 @@ class PlanScreen(ScreenGroups):
             "bubble_time_s": bubble,
             "optimizer_time_s": optimizer,
             "memory_per_gpu_bytes": float(mem.total_bytes),
-            "fits_in_memory": bool(mem.total_bytes <= self.capacity_bytes),
+            "fits_in_memory": bool(mem.fits),
             "model_flops_per_gpu_per_s": model_flops,
             "mfu": model_flops / self.peak_flops if self.peak_flops > 0 else None,
             "fidelity": "screen",
@@ -931,4 +920,4 @@ class PlanScreen(ScreenGroups):
         }
 
 
-__all__ = ["PlanScreen"]
+__all__ = ["PlanScreen", "plan_stage_memory"]

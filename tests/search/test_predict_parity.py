@@ -88,10 +88,11 @@ def test_analytic_rows_named_when_the_simulation_ran() -> None:
     assert analytic_line([ana, ana], 2) == ""  # no simulated stage: predict's is not named
 
 
-def test_auto_line_marks_a_screen_only_size_as_the_screens() -> None:
-    """A row only the screen evaluated chose its size with the screen's memory estimate,
-    which can differ from predict's: the line says so for it and only for it."""
+def test_auto_line_names_a_screen_only_size_as_predicts() -> None:
+    """A row only the screen evaluated chose its size on predict's memory
+    (``perfmodel.search.screen_memory``; ``test_screen_memory_confirm.py``): the line names it
+    as it names a size predict chose, unmarked (before session 17: "(the screen's estimate)")."""
     confirmed = _cand({"dp": 4}, "analytic", analytic={"plan": {"microbatch_size": 16}})
     screened = _cand({"dp": 2}, "screen", screen={"iteration_time_s": 1.0, "microbatch": 6})
     line = auto_line([confirmed, screened])
-    assert line.endswith("dp4 -> mb16, dp2 -> mb6 (the screen's estimate)")
+    assert line.endswith("dp4 -> mb16, dp2 -> mb6")

@@ -4,11 +4,12 @@ cannot show "fits" for a plan ``predict`` reports "DOES NOT FIT". At 2154e7d the
 sum left out ZeRO-3/FSDP's two gathered units (FSDP 7.7% below) and the last stage's copy of a
 tied embedding (interleaved Megatron-Core 15% below).
 
-Bound: 1%. The screen's stages are its own layout and an interleaved stage is one chunk (the
-module docstring's "what stays simplified"); the largest gap over these plans is Megatron-Core
-pp 4 x v 2 with full recomputation, 0.22% above (the whole stage's largest block as the
-recompute working set). Every plan states its micro-batch: without one ``predict`` sizes it
-itself (``perfmodel.pipeline.autobatch``), a different plan, not a memory rule."""
+Bound: 1%. The screen's stages are its own layout (the module docstring's "what stays
+simplified"); until session 17 an interleaved stage was one chunk, 0.22% above for Megatron-Core
+pp 4 x v 2 with full recomputation, now its chunks are the lowering's
+(``perfmodel.search.screen_memory.interleaved_chunks``, ``test_screen_memory_confirm.py``). Every
+plan states its micro-batch: without one ``predict`` sizes it itself
+(``perfmodel.pipeline.autobatch``), a different plan, not a memory rule."""
 
 from __future__ import annotations
 
