@@ -48,6 +48,7 @@ from perfmodel.parallel.recipe import Sharding
 from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
 from perfmodel.parallel.software_preset import SoftwarePreset
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
+from perfmodel.parallel.stage_shift import StageShift
 from perfmodel.parallel.taskgraph import SENT, CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import LayerCost
 
@@ -133,6 +134,7 @@ class PipelineLowering(
         # (op, bytes, stage, group) -> the collective model's time with siblings (dp_collective)
         self._dp_time: dict[tuple[CollectiveOp, float, int, str], float] = {}
         self._dp_keys: dict[tuple[int, str], tuple[object, ...]] = {}  # _dp_keyed's keys
+        self.stage_shift = StageShift(getattr(costs, "topology", None), pl)  # keys moved
         self._dp_specs: dict[tuple[CollectiveOp, float, int, str, CommKind], CommSpec] = {}
         # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
