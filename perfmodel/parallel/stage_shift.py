@@ -64,7 +64,10 @@ class StageShift:
     def __init__(self, topology: Topology | None, placement: Placement) -> None:
         self.topology = topology
         self.pl = placement
-        self._sigs: dict[int, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+        #: stage -> its servers' classes in slot order (:meth:`_classes`)
+        self._cls: dict[int, tuple[int, ...] | None] = {}
+        #: stage -> its slots ordered by (class, position in the class's name order)
+        self._orders: dict[int, tuple[int, ...]] = {}
         self._first: list[int] | None = None  # slots stage 0 touches (sorted), once asked
         self._layout: tuple[int, tuple[int, ...]] | None = None
         #: group kind -> (the stage whose key is shared, its key, whether its sharing shape
@@ -79,36 +82,48 @@ class StageShift:
         pl, topo = self.pl, self.topology
         if topo is None:
             return None
+        stride = pl.rank(0, 1, 0) - pl.rank(0, 0, 0)
         if self._first is None:
             self._layout = _slots(topo, pl.gpus)
             if self._layout is None:
                 return None
             g = self._layout[0]
-            ranks = (pl.rank(d, 0, t) for d in range(pl.dp) for t in range(pl.tp))
-            self._first = sorted({r // g for r in ranks})
-        stride = pl.rank(0, 1, 0) - pl.rank(0, 0, 0)
+            size = pl.dp * pl.tp
+            if stride == size:  # pipeline stages outermost: stage 0 is ranks 0 .. size - 1
+                self._first = list(range((size - 1) // g + 1))
+            else:
+                ranks = (pl.rank(d, 0, t) for d in range(pl.dp) for t in range(pl.tp))
+                self._first = sorted({r // g for r in ranks})
         if self._layout is None or stride % self._layout[0]:
             return None
         g, slots = self._layout
         return [slots[j + s * stride // g] for j in self._first]
 
-    def _signature(self, s: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-        """Stage ``s``'s servers (:meth:`_servers`) as their classes of interchangeable
-        servers in slot order and the slots ordered by (class, position in the class's name
-        order); ``None`` where there are no such servers or one is in no class."""
-        if s in self._sigs:
-            return self._sigs[s]
+    def _classes(self, s: int) -> tuple[int, ...] | None:
+        """The classes of interchangeable servers of stage ``s``'s servers (:meth:`_servers`)
+        in slot order; ``None`` where there are no such servers or one is in no class."""
+        if s in self._cls:
+            return self._cls[s]
         at = self._servers(s)
-        sig = None
+        got = None
         if at is not None:
             sym = server_symmetry(self.topology)  # type: ignore[arg-type]
             classes = tuple(map(sym.cls.get, at))
             if None not in classes:
-                pos = sym.position
-                order = sorted(range(len(at)), key=lambda i: (classes[i], pos[at[i]]))
-                sig = (classes, tuple(order))  # type: ignore[arg-type]
-        self._sigs[s] = sig
-        return sig
+                got = classes  # type: ignore[assignment]
+        self._cls[s] = got
+        return got
+
+    def _order(self, s: int) -> tuple[int, ...]:
+        """Stage ``s``'s slots ordered by (class, position in the class's name order), for a
+        stage whose :meth:`_classes` are known."""
+        got = self._orders.get(s)
+        if got is None:
+            at = self._servers(s)
+            classes, pos = self._cls[s], server_symmetry(self.topology).position  # type: ignore[arg-type]
+            key = [(c, pos[x]) for c, x in zip(classes, at, strict=True)]  # type: ignore[arg-type]
+            got = self._orders[s] = tuple(sorted(range(len(key)), key=key.__getitem__))
+        return got
 
     def moved(self, a: int, b: int, names: bool) -> bool:
         """Whether stage ``b``'s groups are stage ``a``'s moved by a map of whole servers that
@@ -119,12 +134,12 @@ class StageShift:
         strides) has member ``i`` of stage ``a``'s group's local id, on the image of its server
         under that map (:func:`_slots`): one map, the slot ``j`` of stage ``a`` onto the slot
         ``j + (b - a) * stride / g``, one to one since the slots' servers are distinct. Equal
-        signatures (:meth:`_signature`) say that it keeps every class and, within a class,
-        the name order."""
-        sa, sb = self._signature(a), self._signature(b)
-        if sa is None or sb is None:
+        classes in slot order (:meth:`_classes`) say that it keeps every class, equal slot
+        orders by (class, position) that it keeps the name order within a class."""
+        ca = self._classes(a)
+        if ca is None or ca != self._classes(b):
             return False
-        return sa == sb if names else sa[0] == sb[0]
+        return not names or self._order(a) == self._order(b)
 
     def key(
         self,
@@ -166,8 +181,10 @@ class StageShift:
             sk = keys[(first, group)]
             numbers = sk[1]
             names = None
-            if isinstance(numbers, tuple) and numbers[:1] == ("ring",):
-                names = factor_by_shape(self.topology, tuple(map(tuple, groups_of(first))))
+            ring = isinstance(numbers, tuple) and numbers[:1] == ("ring",)
+            if ring and self._classes(first) is not None:  # every member on a server of a class
+                gs = tuple(map(tuple, groups_of(first)))
+                names = factor_by_shape(self.topology, gs, classed=True)
             got = self._shared[group] = None if names is None else (first, sk, names)
             if got is None:
                 return None
