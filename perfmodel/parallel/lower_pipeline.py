@@ -30,6 +30,7 @@ and context-parallel tasks and notes), and the speed doors
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property, partial
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -134,7 +135,6 @@ class PipelineLowering(
         # (op, bytes, stage, group) -> the collective model's time with siblings (dp_collective)
         self._dp_time: dict[tuple[CollectiveOp, float, int, str], float] = {}
         self._dp_keys: dict[tuple[int, str], tuple[object, ...]] = {}  # _dp_keyed's keys
-        self.stage_shift = StageShift(getattr(costs, "topology", None), pl)  # keys moved
         self._dp_specs: dict[tuple[CollectiveOp, float, int, str, CommKind], CommSpec] = {}
         # (from stage, to stage, bytes per rank) -> (duration, CommSpec): the same transfer
         # recurs for every micro-batch, so its GPU pairs and closed-form time are computed once
@@ -184,6 +184,12 @@ class PipelineLowering(
                     seg = ch.segments[0]
                     if not (seg.ep_cp or seg.host_sync_s):
                         self.plain_single[i] = seg
+
+    @cached_property
+    def stage_shift(self) -> StageShift:
+        """Which stages are earlier ones moved by whole servers, and the data-parallel keys
+        and send times they share (:class:`~perfmodel.parallel.stage_shift.StageShift`)."""
+        return StageShift(getattr(self.costs, "topology", None), self.pl)
 
     @property
     def ops(self) -> list[list[tuple[str, int, int]]]:
@@ -246,7 +252,15 @@ class PipelineLowering(
             spec = CommSpec(
                 CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
             )
-            hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
+            transfers = getattr(getattr(self.costs, "comm", None), "transfers", None)
+            dur = self.stage_shift.send_time(
+                s_from,
+                s_to,
+                per_rank,
+                partial(self.costs.transfers_time, pairs, per_rank),
+                None if transfers is None else partial(transfers.by_shape, pairs),
+            )
+            hit = self.p2p_cache[key] = (dur, spec)
         return hit
 
     def segment(

@@ -5,12 +5,11 @@ and the door stays shut where the layout, the classes or the name orders differ.
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 from typing import Any
 
 import pytest
 
-from perfmodel.api import predict
 from perfmodel.parallel import costs
 from perfmodel.parallel.lower_data_parallel import DataParallelEmitters
 from perfmodel.parallel.placement import Placement
@@ -18,18 +17,7 @@ from perfmodel.parallel.stage_shift import StageShift, _slots
 from perfmodel.topology import load_system
 from perfmodel.topology.symmetry import server_symmetry
 from tests.comm.reference_models import thin_spine_fat_tree
-from tests.parallel.test_concurrent_key import PLANS, _fresh, _sc
-
-
-def _reports(
-    system: str, software: str, plans: list[tuple[int, int, int]], **extra: Any
-) -> list[str]:
-    _fresh()
-    out = []
-    for dp, tp, pp in plans:
-        r = predict(_sc(system, software, dp, tp, pp, **extra), baseline=False)
-        out.append(repr(dataclasses.replace(r, timeline=None)) + repr(r.timeline))
-    return out
+from tests.parallel.test_concurrent_key import _fresh, _reports
 
 
 def _checked_keys(m: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
@@ -53,32 +41,43 @@ def _checked_keys(m: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
             shared.append(got)
         return value
 
+    real_send = StageShift.send_time
+
+    def send_time(
+        self: StageShift, s_from: int, s_to: int, nbytes: float, price: Any, by: Any
+    ) -> float:
+        asked: list[float] = []
+        got = real_send(self, s_from, s_to, nbytes, lambda: asked.append(price()) or asked[-1], by)
+        if not asked:  # read off an earlier pair of stages: the pairs' own time
+            assert got == price()
+            shared.append(("send", s_from, s_to))
+        return got
+
     m.setattr(StageShift, "key", key)
+    m.setattr(StageShift, "send_time", send_time)
     m.setattr(DataParallelEmitters, "_dp_keyed", keyed)
     return shared
 
 
-@pytest.mark.parametrize(
-    "system, software, extra",
-    [
-        (system, software, {})
-        for system in ("dgx-a100", "dgx-h100", "aws-p5.48xlarge")
-        for software in ("megatron-core", "pytorch-ddp", "megatron", "fsdp")
-    ]
-    + [("dgx-a100", "fsdp", {"hsdp": 2})],
-)
+SYSTEMS = ("dgx-a100", "dgx-h100", "aws-p5.48xlarge")
+PRESETS = ("megatron-core", "pytorch-ddp", "megatron", "fsdp")
+CASES = [(a, b, {}) for a, b in itertools.product(SYSTEMS, PRESETS)]
+
+
+@pytest.mark.parametrize("system, software, extra", [*CASES, ("dgx-a100", "fsdp", {"hsdp": 2})])
 def test_reports_equal_with_the_door_shut(
     system: str, software: str, extra: dict[str, Any]
 ) -> None:
     with pytest.MonkeyPatch.context() as m:
         shared = _checked_keys(m)
-        on = _reports(system, software, PLANS, **extra)
-    # later stages read an earlier stage's key (on aws-p5.48xlarge the stages' servers are
-    # mostly of other classes, other leaves, than the earlier stages')
-    assert shared or system == "aws-p5.48xlarge"
+        on = _reports(system, software, **extra)
+    # later stages read an earlier stage's key and sends' time (on aws-p5.48xlarge the
+    # stages' servers are mostly of other classes, other leaves, than the earlier stages')
+    sends = [x for x in shared if x[0] == "send"]
+    assert (sends and len(sends) < len(shared)) or system == "aws-p5.48xlarge"
     with pytest.MonkeyPatch.context() as m:
         m.setattr(StageShift, "ON", False)
-        off = _reports(system, software, PLANS, **extra)
+        off = _reports(system, software, **extra)
     _fresh()
     assert on == off
 
@@ -159,3 +158,20 @@ def test_factor_by_shape() -> None:
     costs.ring_sharing_factor.cache_clear()
     costs.ring_sharing_factor(topo, narrow)
     assert costs.factor_by_shape(topo, narrow) is not None
+
+
+def test_send_times_kept_by_shape_only() -> None:
+    """A sends' time is kept for later stages only where its pairs' transfer shape is kept
+    (``by_shape``) and both stages' servers lie in classes; a later pair of stages whose
+    classes differ is priced."""
+    topo = load_system("dgx-a100", nodes=4)
+    shift = StageShift(topo, _placement(topo, 1, 8, 4))
+    assert shift.send_time(0, 1, 1.0, lambda: 2.0, lambda: False) == 2.0
+    assert shift._sends == {}  # not by shape: not kept
+    assert shift.send_time(0, 1, 1.0, lambda: 2.0, None) == 2.0 and shift._sends == {}
+    assert shift.send_time(0, 1, 1.0, lambda: 2.0, lambda: True) == 2.0
+    assert shift.send_time(1, 2, 1.0, lambda: 3.0, lambda: True) == 2.0  # stages 1, 2: 0, 1 moved
+    assert shift.send_time(2, 1, 1.0, lambda: 3.0, lambda: True) == 3.0  # the other way: priced
+    thin = StageShift(thin_spine_fat_tree(), _placement(thin_spine_fat_tree(), 1, 8, 6))
+    assert thin.send_time(0, 1, 1.0, lambda: 2.0, lambda: True) == 2.0
+    assert thin.send_time(3, 4, 1.0, lambda: 5.0, lambda: True) == 5.0  # another class
