@@ -74,6 +74,17 @@ class Transfers:
                 worst = t
         return worst
 
+    def by_shape(self, pairs: Sequence[tuple[str, str]]) -> bool:
+        """Whether :meth:`time` of ``pairs`` reads the terms kept for their name-free shape
+        (:meth:`_shape` is not ``None``: no pair inside one server, every server in a class,
+        every same-class pair's route mirrored): then every set of sends of that shape has the
+        same terms, bit for bit (:meth:`_shape`), so :meth:`time` of any size is the same
+        number for all of them. ``False`` for an empty set or one with a self-send."""
+        key = tuple(map(tuple, pairs))
+        if not key or any(a == b for a, b in key):
+            return False
+        return self._shape(key) is not None  # type: ignore[arg-type]
+
     def flows_time(self, transfers: Sequence[tuple[str, str, float]]) -> tuple[float, float, float]:
         """Concurrent point-to-point transfers: (time of the slowest, its alpha, its rate).
 

@@ -491,6 +491,31 @@ def ring_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     return _ring_sharing_factor(topology, groups)
 
 
+def factor_by_shape(
+    topology: Topology, groups: tuple[tuple[str, ...], ...], classed: bool = False
+) -> bool | None:
+    """Whether :func:`ring_sharing_factor` of ``groups`` is its name-free shape's value, the
+    one every set of groups of that shape has, and whether that shape reads the name order of
+    servers of one class: ``False`` for one group (no factor), the server-level path with a
+    shape (:func:`_nic_shape`, memoised by it, which reads no name) and the ring path whose
+    shape leaves the name orders out (every same-class hop mirrored); ``True`` for the ring path
+    whose shape holds them; in both ring cases only where the shape's factor is kept
+    (:func:`_route_shape`, in :data:`_ROUTE_FACTORS`: read off a shape whose routes map onto
+    one another, or counted per hop kind). ``None`` where the groups were counted on their own
+    routes (a server in no class, or routes that may pass a third server). ``classed``: the
+    caller knows every member to be a GPU of a server in a class, so that the server-level
+    shape exists (:func:`_nic_shape` is ``None`` only for a name in no server or a server in
+    no class) and is not read again (~80 us for 512 ranks)."""
+    if len(groups) < 2:
+        return False
+    if _uses_nic_sets(topology, groups):
+        return False if classed or _nic_shape(topology, groups) is not None else None
+    named = _route_shape(topology, groups)
+    if named is None or (topology, named) not in _ROUTE_FACTORS.entries:
+        return None
+    return named[-1] is not None
+
+
 #: Ring-path sharing factors by name-free shape (:func:`_route_shape`).
 _ROUTE_FACTORS: BoundedMemo[tuple[Any, ...], float] = BoundedMemo(4096)
 

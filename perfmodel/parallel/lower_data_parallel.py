@@ -100,6 +100,10 @@ class DataParallelEmitters:
         keys = self._dp_keys
         costs: Any = self.costs
         sk = keys.get((s, group))
+        if sk is None:  # an earlier stage's key where this stage is that one moved
+            sk = self.stage_shift.key(s, group, keys, lambda r: self._dp_flat(r, group))
+            if sk is not None:
+                keys[(s, group)] = sk
         if sk is None:
             sk = costs.concurrent_key(groups, self.alg)
             if sk is None:  # not known yet: priced as before, asked once more after
@@ -112,6 +116,11 @@ class DataParallelEmitters:
         if not sk:
             return costs.concurrent_time(op, nbytes, groups, self.alg)
         return costs.concurrent_keyed(op, nbytes, groups, self.alg, sk)
+
+    def _dp_flat(self, s: int, group: str) -> tuple[tuple[str, ...], ...]:
+        """Stage ``s``'s ``group`` and its siblings, as :meth:`dp_time` prices them."""
+        main, sibs = self._dp_group(s, group)
+        return (main, *sibs)
 
     def dp_spec(self, s: int, op: CollectiveOp, nbytes: float, kind: CommKind = CommKind.DP,
                 group: str = "dp") -> CommSpec:  # fmt: skip

@@ -30,6 +30,7 @@ and context-parallel tasks and notes), and the speed doors
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property, partial
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
@@ -48,6 +49,7 @@ from perfmodel.parallel.recipe import Sharding
 from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
 from perfmodel.parallel.software_preset import SoftwarePreset
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
+from perfmodel.parallel.stage_shift import StageShift
 from perfmodel.parallel.taskgraph import SENT, CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import LayerCost
 
@@ -183,6 +185,12 @@ class PipelineLowering(
                     if not (seg.ep_cp or seg.host_sync_s):
                         self.plain_single[i] = seg
 
+    @cached_property
+    def stage_shift(self) -> StageShift:
+        """Which stages are earlier ones moved by whole servers, and the data-parallel keys
+        and send times they share (:class:`~perfmodel.parallel.stage_shift.StageShift`)."""
+        return StageShift(getattr(self.costs, "topology", None), self.pl)
+
     @property
     def ops(self) -> list[list[tuple[str, int, int]]]:
         """Every stage's operation order (:func:`~perfmodel.parallel.schedule.stage_ops`),
@@ -244,7 +252,15 @@ class PipelineLowering(
             spec = CommSpec(
                 CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
             )
-            hit = self.p2p_cache[key] = (self.costs.transfers_time(pairs, per_rank), spec)
+            transfers = getattr(getattr(self.costs, "comm", None), "transfers", None)
+            dur = self.stage_shift.send_time(
+                s_from,
+                s_to,
+                per_rank,
+                partial(self.costs.transfers_time, pairs, per_rank),
+                None if transfers is None else partial(transfers.by_shape, pairs),
+            )
+            hit = self.p2p_cache[key] = (dur, spec)
         return hit
 
     def segment(
