@@ -15,6 +15,7 @@ from perfmodel.sim.engine import Timeline
 from perfmodel.units import hour
 
 if TYPE_CHECKING:
+    from perfmodel.intervals.answers import StepInterval
     from perfmodel.report.explain import StepExplanation
     from perfmodel.search.cost import Pricing
 
@@ -233,6 +234,24 @@ class StepReport:
         from perfmodel.intervals.memory import stage_tight
 
         return stage_tight(self.memory_per_stage)
+
+    def interval(self, level: float = 0.8) -> StepInterval:
+        """The prediction's range at ``level`` (default 0.8, ``predict``'s ``80% range``):
+        the published runs like this one, held out one publication at a time
+        (:func:`perfmodel.intervals.answers.step_interval`, ``docs/intervals.md``).
+
+        Computed on demand, so :func:`perfmodel.api.predict` costs nothing more when it is not
+        asked for. ``.to_dict()`` of the answer gives ``predict --json``'s interval fields
+        (``iteration_time_s_low`` / ``_high``, ``throughput_samples_per_s_low`` / ``_high``, ...)
+
+        Raises
+        ------
+        PerfModelError
+            When the residual record cannot give a range (no published run like this one).
+        """
+        from perfmodel.intervals.answers import step_interval
+
+        return step_interval(self, level)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``--json`` output)."""
