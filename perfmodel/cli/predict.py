@@ -44,6 +44,7 @@ from perfmodel.cli._common import (
     system_flags,
 )
 from perfmodel.cli.headers import predict_header
+from perfmodel.cli.predict_file import RunKey, take_file_keys
 from perfmodel.errors import ConfigError
 
 
@@ -240,6 +241,7 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     d: dict[str, Any] = {}
     if args.scenario:
         d.update({k.replace("-", "_"): v for k, v in load_structured(args.scenario).items()})
+        take_file_keys(d, args, str(args.scenario), FILE_RUN_KEYS)
     for key in _FLAG_KEYS:
         v = getattr(args, key, None)
         if v is None or (key == "nodes" and v == 1 and "nodes" in d):
@@ -717,6 +719,15 @@ RUN_FLAGS: tuple[TypedFlag, ...] = (
         ty.nonneg_float,
         "relaunch seconds of a restart before the checkpoint is read (default 600, an estimate)",
     ),
+)
+
+
+#: The token budget's flags a scenario file may give as keys (``tokens = 26e9``): ``(key, flag,
+#: kind)`` (:func:`perfmodel.cli.predict_file.take_file_keys`).
+FILE_RUN_KEYS: tuple[RunKey, ...] = (
+    ("tokens", "--tokens", ty.positive_float),
+    ("price_per_gpu_hour", "--price-per-gpu-hour", ty.positive_float),
+    *((flag_dest(flag), flag, kind) for flag, kind, _ in RUN_FLAGS),
 )
 
 
