@@ -253,6 +253,19 @@ class StepReport:
 
         return step_interval(self, level)
 
+    def accumulation_text(self) -> str:
+        """``" as 53 micro-batches of 1"`` when a replica's batch per step runs as several
+        micro-batches without a pipeline (gradient accumulation: the memory is one
+        micro-batch's, so ``model maxbatch``'s largest batch in one micro-batch can be
+        exceeded), else ``""``. A replica's batch is ``samples_per_step / (dp x learners)``."""
+        plan = self.plan
+        mb = int(plan.get("microbatch_size") or 0)
+        replicas = int(plan.get("dp", 1) or 1) * int(plan.get("learners_per_gpu", 1) or 1)
+        if mb < 1 or int(plan.get("pp", 1) or 1) > 1:
+            return ""
+        count = self.samples_per_step // replicas // mb
+        return f" as {count} micro-batches of {mb}" if count > 1 else ""
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``--json`` output)."""
         return {
@@ -352,7 +365,7 @@ class StepReport:
         mem = self.memory
         lines.append(
             f"memory per {dev}  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
-            f"  -> {'fits' if self.fits_in_memory else 'DOES NOT FIT'}"
+            f"  -> {'fits' + self.accumulation_text() if self.fits_in_memory else 'DOES NOT FIT'}"
         )
         if self.memory_tight:
             from perfmodel.intervals.memory import tight_text
