@@ -43,7 +43,7 @@ from perfmodel.cli._common import (
     print_json,
     system_flags,
 )
-from perfmodel.cli.headers import predict_header
+from perfmodel.cli.headers import hardware_fields, hardware_line, predict_header
 from perfmodel.cli.predict_file import RunKey, take_file_keys
 from perfmodel.errors import ConfigError
 
@@ -614,8 +614,11 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
     chakra_paths = _write_files(args, sc, report)
     level = getattr(args, "interval", None)
     step_iv, _speed_iv, iv_error = _intervals(report, level, speedup=False)
+    hw = None if report.device == "CPU" else hardware_fields(sc, report.num_gpus)
     if args.json:
         out = report.to_dict()
+        if hw is not None:
+            out["hardware"] = hw
         if getattr(args, "explain", False):
             out.update(explain_dict(sc, report))
         out.update(_interval_json(level, step_iv, None, iv_error))
@@ -630,6 +633,8 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
             print(warning, file=sys.stderr)
         return 0
     print(predict_header(sc, report, given=given))
+    if hw is not None:
+        print(hardware_line(hw))
     for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
         print(warning)
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
