@@ -8,18 +8,8 @@ import pytest
 
 from perfmodel.cli import main
 
-JOB = ["--precision", "bf16", "--optimizer", "adam"]
-PRED = [
-    "predict",
-    "--system",
-    "dgx-a100",
-    "--gpus",
-    "1",
-    "--model",
-    "gpt2",
-    "--fidelity",
-    "analytic",
-]
+JOB = "--precision bf16 --optimizer adam".split()
+PRED = "predict --system dgx-a100 --gpus 1 --model gpt2 --fidelity analytic".split()
 
 
 def _memory_line(capsys: pytest.CaptureFixture[str], batch: int) -> str:
