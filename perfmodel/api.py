@@ -44,7 +44,7 @@ from perfmodel.pipeline.training_run import (
     run_estimate,
 )
 from perfmodel.report.step import StepReport
-from perfmodel.scenario import Scenario
+from perfmodel.scenario import Scenario, unstated_defaults
 from perfmodel.scenario_parse import Fidelity, parse_scenario, pos_int
 
 FIDELITIES = tuple(f.value for f in Fidelity)
@@ -72,7 +72,12 @@ def predict(
     sweep or search costs a hash and a lookup.
 
     Returns a :class:`~perfmodel.report.step.StepReport`; a plan that does not fit in GPU
-    memory is reported with ``fits_in_memory=False`` (not raised).
+    memory is reported with ``fits_in_memory=False`` (not raised). Its ``defaults`` names every
+    choice made for the caller, first the ``system`` and ``model`` a scenario built in code
+    left out (``"system dgx1-v100 (default)"``; the CLI refuses to run without them,
+    :func:`perfmodel.scenario.unstated_defaults`). Its 80% range (``predict``'s ``80% range``
+    lines) is ``report.interval()`` (:meth:`StepReport.interval
+    <perfmodel.report.step.StepReport.interval>`), computed only when asked for.
 
     Raises
     ------
@@ -83,6 +88,8 @@ def predict(
     if workload_fn is None:  # zoo model: the scenario and the profile's stamp decide the report
         stamp = file_stamp(str(sc.calibration)) if sc.calibration else None
         key = f"{sc.content_hash()}:{stamp}:{system_file_stamp(sc.system)}:{baseline}:{_baseline}"
+        if not _baseline and (unstated := unstated_defaults(sc)):  # the report says them
+            key += f":{unstated}"
         hit = _REPORTS.get(key)
         if hit is not None:
             return hit
@@ -119,7 +126,7 @@ def _predict(
     (``is_baseline``: the prediction is another one's speedup baseline, whose choices that run
     states itself). ``defaults`` collects the choices made for the user, each printed with its
     reason, in the order the stages make them."""
-    defaults: list[str] = []
+    defaults: list[str] = [] if is_baseline else list(unstated_defaults(sc))
     fp8 = None if is_baseline else fp8_default(r)
     if fp8 is not None:
         defaults.append(fp8)

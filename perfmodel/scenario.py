@@ -24,6 +24,15 @@ from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe, p
 from perfmodel.errors import ConfigError, SchemaError
 
 
+class _Default(str):
+    """A :class:`Scenario` field's default text, the same value as the ``str`` but marked as
+    not given (``Scenario(batch_per_gpu=8)`` runs resnet50 on dgx1-v100: the report's
+    ``defaults`` says so, :func:`unstated_defaults`). Equal to, hashed and serialised as the
+    plain text, so a scenario that states the default value has the same content hash."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One question: this model, this batch, this plan, this software, on this hardware.
@@ -42,7 +51,7 @@ class Scenario:
     ``global_batch`` is split over the replicas.
     """
 
-    system: str = "dgx1-v100"
+    system: str = _Default("dgx1-v100")
     nodes: int = 1
     gpus: int | None = None
     network: str | None = None
@@ -63,7 +72,7 @@ class Scenario:
     <perfmodel.comm.nccl_env.NcclEnv.of>`); ``()``: none stated. The algorithms and
     protocols they switch off are not in NCCL's choice. :meth:`to_dict` writes the sorted
     ``(name, value)`` pairs."""
-    model: str = "resnet50"
+    model: str = _Default("resnet50")
     model_args: Mapping[str, Any] = field(default_factory=dict)
     batch_per_gpu: int | None = None
     global_batch: int | None = None
@@ -210,13 +219,40 @@ class Scenario:
             elif name == "nccl_env":  # the pairs: JSON, and one hash wherever they were stated
                 d[name] = v.variables if v else ()
             else:
-                d[name] = v if v is None or type(v) in _SCALARS else copy.deepcopy(v)
+                d[name] = (
+                    v
+                    if v is None or type(v) in _SCALARS
+                    else str(v)
+                    if type(v) is _Default
+                    else copy.deepcopy(v)
+                )
         return d
 
     def content_hash(self) -> str:
         """sha256 of the canonical JSON of :meth:`to_dict` (stable across runs)."""
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+#: The fields whose default :func:`unstated_defaults` states (``perfmodel predict`` refuses to
+#: run without them: ``no system: give --system``), and how it names each.
+_STATED_DEFAULTS = (("system", "system"), ("model", "model"))
+
+
+def unstated_defaults(sc: Scenario) -> tuple[str, ...]:
+    """The defaults ``sc`` took for the fields the CLI always asks for (``system``, ``model``)
+    because the caller of the Python API named none: ``("system dgx1-v100 (default)", "model
+    resnet50 (default)")`` for ``Scenario(batch_per_gpu=8)``, in the CLI header's words; ``()``
+    when both were given (always, from the command line or a scenario file).
+
+    >>> unstated_defaults(Scenario(model="gpt2"))
+    ('system dgx1-v100 (default)',)
+    """
+    return tuple(
+        f"{label} {getattr(sc, name)} (default)"
+        for name, label in _STATED_DEFAULTS
+        if type(getattr(sc, name)) is _Default
+    )
 
 
 #: The fields that name the hardware, in flag order (:func:`perfmodel.pipeline.inputs.topology_of`'s
@@ -277,4 +313,4 @@ def _check_field_type(key: str, value: Any, where: str) -> Any:
     return value
 
 
-__all__ = ["HARDWARE_FIELDS", "Scenario"]
+__all__ = ["HARDWARE_FIELDS", "Scenario", "unstated_defaults"]

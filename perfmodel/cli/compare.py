@@ -593,6 +593,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
                 f"{gpus[0]} GPUs, global batch {'/'.join(map(str, batches))}; each system's "
                 "best plan (`perfmodel predict --system S --plan LABEL` and the same flags runs "
                 "it)",
+                [(o.label, o.overrides) for o in options],
             )
         )
         print(out)
@@ -748,8 +749,10 @@ def format_systems_search(
     for label in cells:
         cells[label] += "~" if label in tied else " " if tied else ""
     rw = max([len(f"{pct} iter s"), *(len(c) for c in cells.values())]) if ivs else 0
+    sw = max([24, *(len(r[0]) for r in ranked)])  # wide enough for every label and plan
+    pw = max([44, *(len(r[1].label) for r in ranked)])
     head = (
-        f"{'system':<24} {'best plan':<44} {'iter s':>8} "
+        f"{'system':<{sw}} {'best plan':<{pw}} {'iter s':>8} "
         + (f"{pct + ' iter s':>{rw}} " if ivs else "")
         + f"{'samples/s':>10} {'per GPU':>9} {'comm s':>7} {'mem GiB':>8}"
     )
@@ -760,7 +763,7 @@ def format_systems_search(
         samples = float(r.get("samples_per_step") or best.global_batch)
         mem = r.get("memory_per_gpu_bytes")
         lines.append(
-            f"{label:<24} {best.label:<44} {t:8.3f} "
+            f"{label:<{sw}} {best.label:<{pw}} {t:8.3f} "
             + (f"{cells[label]:>{rw}} " if ivs else "")
             + f"{samples / t:10.2f} "
             f"{samples / t / best.gpus:9.4f} {float(r.get('exposed_comm_time_s') or 0.0):7.3f} "
@@ -875,7 +878,8 @@ def _run_whatif(args: argparse.Namespace) -> int:
             else "GPU counts: powers of two up to one server's GPUs, and that count (default; "
             "--gpus to choose)"
         )
-        print(job_header(args, _systems_where(systems), f"{counts}, {batch}"))
+        rows = [(o.label, o.overrides) for o in systems]
+        print(job_header(args, _systems_where(systems), f"{counts}, {batch}", rows))
         print(format_whatif(res))
         if args.plot:
             print(f"plot written to {args.plot}")

@@ -6,6 +6,7 @@ and the systems search (:func:`job_header`)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from perfmodel.cli._common import attention_kind
@@ -98,17 +99,87 @@ def predict_header(
     return ", ".join(parts)
 
 
-def job_header(args: argparse.Namespace, where: str, tail: str) -> str:
+def job_header(
+    args: argparse.Namespace,
+    where: str,
+    tail: str,
+    rows: Sequence[tuple[str, Mapping[str, Any]]] = (),
+) -> str:
     """``MODEL on WHERE, SOFTWARE, PRECISION, OPTIMIZER; TAIL``: what a comparison is about,
     naming every default it took (the software preset: the framework whose plans run, issue 28,
     item 6; precision and optimizer, marked "(default)"; predict's words,
     :func:`job_settings`). One header for the plan search, the hardware
-    what-if and the systems search."""
+    what-if and the systems search. ``rows``: the what-if's ``(label, overrides)`` options; a
+    setting a row states otherwise is named after the job's (``fp32 (default; bf16 on
+    dgx-h100:precision=bf16)``)."""
     from perfmodel.api import Scenario
 
     keys = ("software", "precision", "optimizer")
-    settings = job_settings(
-        *(str(getattr(args, k) or getattr(Scenario, k)) for k in keys),
-        frozenset(k for k in keys if getattr(args, k)),
-    )
+    values = [str(getattr(args, k) or getattr(Scenario, k)) for k in keys]
+    settings = job_settings(*values, frozenset(k for k in keys if getattr(args, k)))
+    for i, key in enumerate(keys):  # a what-if row's own setting (dgx-h100:precision=bf16)
+        own = [
+            f"{o[key]} on {label}" for label, o in rows if str(o.get(key, values[i])) != values[i]
+        ]
+        if own:
+            text = settings[i]
+            settings[i] = (
+                f"{text[:-1]}; {'; '.join(own)})"
+                if text.endswith(")")
+                else f"{text} ({'; '.join(own)})"
+            )
     return f"{args.model} on {where}, {', '.join(settings)}; {tail}"
+
+
+def hardware_fields(sc: Any, num_gpus: int) -> dict[str, Any]:
+    """Where a prediction's ``num_gpus`` GPUs run (user22 item 4; ``predict --json``'s
+    ``hardware``): the GPU model, the GPUs used on the fullest node and the nodes used (the
+    first ``num_gpus`` of the topology's GPUs: they fill one node before the next,
+    :func:`perfmodel.pipeline.evaluate.evaluate_step`), the nodes asked for, the intra-node
+    link (the GPU's fastest link: bandwidth x count) and the inter-node fabric
+    (:class:`~perfmodel.topology.model.FabricSpec`; ``None`` on a system without one)."""
+    from collections import Counter
+
+    from perfmodel.api import topology_of
+
+    topo = topology_of(sc)
+    used = Counter(topo.server_of(g) for g in topo.gpus[:num_gpus])
+    first = topo.gpus[0]
+    links = [d for _, _, d in topo.graph.edges(first, data=True) if "tech" in d]
+    fastest = max(links, key=lambda d: d["bandwidth_Bps"] * d.get("count", 1), default=None)
+    fab = topo.fabric
+    return {
+        "gpu": topo.gpu_spec().name,
+        "gpus_used": num_gpus,
+        "gpus_per_node_used": max(used.values(), default=0),
+        "nodes_used": len(used),
+        "nodes_asked": topo.num_nodes,
+        "gpus_per_node": topo.gpus_per_node,
+        "intra_node": None if fastest is None else str(fastest["tech"]),
+        "fabric": None
+        if fab is None
+        else {"network": fab.network, "topology": fab.topology, "nics_per_node": fab.nics_per_node},
+    }
+
+
+def hardware_line(hw: dict[str, Any]) -> str:
+    """``predict``'s second line from :func:`hardware_fields`: ``hardware  H100-SXM5-80GB, 8
+    GPUs/node x 2 nodes, intra-node nvswitch-v3, fabric ib-ndr rail (8 NIC(s)/node)``, stating a
+    last node used only in part and the nodes asked for but not used."""
+    nodes, per = hw["nodes_used"], hw["gpus_per_node_used"]
+    text = f"hardware        {hw['gpu']}, {per} GPU(s)/node x {nodes} node(s)"
+    if per * nodes != hw["gpus_used"]:
+        text += f" ({hw['gpus_used']} GPUs: the last node {hw['gpus_used'] - per * (nodes - 1)})"
+    if hw["intra_node"]:
+        text += f", intra-node {hw['intra_node']}"
+    fab = hw["fabric"]
+    if fab is not None:
+        text += f", fabric {fab['network']} {fab['topology']} ({fab['nics_per_node']} NIC(s)/node)"
+        if nodes == 1:
+            text += " unused (one node)"
+    if nodes < hw["nodes_asked"]:
+        text += (
+            f"; {nodes} of the {hw['nodes_asked']} nodes asked for are used (the GPUs fill "
+            "one node before the next)"
+        )
+    return text

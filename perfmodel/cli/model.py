@@ -95,7 +95,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     fmt.add_argument("--csv", action="store_true", help="print CSV (SI units)")
     show.set_defaults(func=_cmd_show)
 
-    mb = sub.add_parser("maxbatch", help="largest per-GPU batch that fits, with memory breakdown")
+    mb = sub.add_parser(
+        "maxbatch",
+        help="largest per-GPU batch that fits in one micro-batch (no gradient accumulation), "
+        "with memory breakdown",
+    )
     mb.add_argument("name", help="zoo model")
     add_model_arg(mb)
     mb.add_argument("--gpu", required=True, help="GPU model (perfmodel hw gpus)")
@@ -644,7 +648,10 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     elif plan.pp > 1:
         print(f"{what}: largest micro-batch {r.batch_size}")
     else:
-        print(f"{what}: largest per-GPU batch {r.batch_size}")
+        print(
+            f"{what}: largest per-GPU batch {r.batch_size} in one micro-batch (no gradient "
+            "accumulation; predict runs a larger batch per GPU as micro-batches that fit)"
+        )
     print(f"memory at batch {max(r.batch_size, 1)}:")
     for label, value in (
         ("weights (incl. buffers)", b.weights_bytes),

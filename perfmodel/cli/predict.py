@@ -44,7 +44,8 @@ from perfmodel.cli._common import (
     print_json,
     system_flags,
 )
-from perfmodel.cli.headers import predict_header
+from perfmodel.cli.headers import hardware_fields, hardware_line, predict_header
+from perfmodel.cli.predict_file import RunKey, take_file_keys
 from perfmodel.errors import ConfigError
 
 
@@ -241,6 +242,7 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     d: dict[str, Any] = {}
     if args.scenario:
         d.update({k.replace("-", "_"): v for k, v in load_structured(args.scenario).items()})
+        take_file_keys(d, args, str(args.scenario), FILE_RUN_KEYS)
     from_file = dict(d)
     args.scenario_keys = frozenset(from_file)  # what an error names as the file's key
     for key in _FLAG_KEYS:
@@ -618,8 +620,11 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
     chakra_paths = _write_files(args, sc, report)
     level = getattr(args, "interval", None)
     step_iv, _speed_iv, iv_error = _intervals(report, level, speedup=False)
+    hw = None if report.device == "CPU" else hardware_fields(sc, report.num_gpus)
     if args.json:
         out = report.to_dict()
+        if hw is not None:
+            out["hardware"] = hw
         if getattr(args, "explain", False):
             out.update(explain_dict(sc, report))
         out.update(_interval_json(level, step_iv, None, iv_error))
@@ -634,6 +639,8 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
             print(warning, file=sys.stderr)
         return 0
     print(predict_header(sc, report, given=given))
+    if hw is not None:
+        print(hardware_line(hw))
     for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
         print(warning)
     print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
@@ -723,6 +730,15 @@ RUN_FLAGS: tuple[TypedFlag, ...] = (
         ty.nonneg_float,
         "relaunch seconds of a restart before the checkpoint is read (default 600, an estimate)",
     ),
+)
+
+
+#: The token budget's flags a scenario file may give as keys (``tokens = 26e9``): ``(key, flag,
+#: kind)`` (:func:`perfmodel.cli.predict_file.take_file_keys`).
+FILE_RUN_KEYS: tuple[RunKey, ...] = (
+    ("tokens", "--tokens", ty.positive_float),
+    ("price_per_gpu_hour", "--price-per-gpu-hour", ty.positive_float),
+    *((flag_dest(flag), flag, kind) for flag, kind, _ in RUN_FLAGS),
 )
 
 

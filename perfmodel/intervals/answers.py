@@ -25,6 +25,7 @@ from perfmodel.intervals.conformal import (
 )
 from perfmodel.intervals.features import CollectiveFeatures, Quantity, interconnect_of
 from perfmodel.intervals.wording import bounded_note, overlaps, too
+from perfmodel.scenario import Scenario
 
 #: Speed-like fields of a step report (an interval divides them by ``exp(r)``) and time-like
 #: ones (multiplied).
@@ -279,7 +280,6 @@ def _profile_peaks(
 
 
 def _features_of(report: Any, scenario: Any = None) -> Any:
-    from perfmodel.api import Scenario
     from perfmodel.intervals.features import step_features
 
     if scenario is None:

@@ -328,14 +328,14 @@ def interconnect_of(
 
 def step_features(sc: Any, resolved: Any | None = None) -> StepFeatures:
     """The :class:`StepFeatures` of a :class:`perfmodel.api.Scenario` (resolved with
-    :func:`perfmodel.api.resolve` unless ``resolved`` is given).
+    :func:`perfmodel.pipeline.resolve.resolve` unless ``resolved`` is given).
 
     The parameter count is the zoo workload's (``total_params``); a scenario whose model the
     zoo cannot build counts 0 parameters.
     """
-    from perfmodel.api import resolve
     from perfmodel.errors import PerfModelError
     from perfmodel.pipeline.lower import step_workload
+    from perfmodel.pipeline.resolve import resolve
     from perfmodel.workload.zoo import get_model_info
 
     r = resolved if resolved is not None else resolve(sc)

@@ -15,6 +15,7 @@ from perfmodel.sim.engine import Timeline
 from perfmodel.units import hour
 
 if TYPE_CHECKING:
+    from perfmodel.intervals.answers import StepInterval
     from perfmodel.report.explain import StepExplanation
     from perfmodel.search.cost import Pricing
 
@@ -234,6 +235,37 @@ class StepReport:
 
         return stage_tight(self.memory_per_stage)
 
+    def interval(self, level: float = 0.8) -> StepInterval:
+        """The prediction's range at ``level`` (default 0.8, ``predict``'s ``80% range``):
+        the published runs like this one, held out one publication at a time
+        (:func:`perfmodel.intervals.answers.step_interval`, ``docs/intervals.md``).
+
+        Computed on demand, so :func:`perfmodel.api.predict` costs nothing more when it is not
+        asked for. ``.to_dict()`` of the answer gives ``predict --json``'s interval fields
+        (``iteration_time_s_low`` / ``_high``, ``throughput_samples_per_s_low`` / ``_high``, ...)
+
+        Raises
+        ------
+        PerfModelError
+            When the residual record cannot give a range (no published run like this one).
+        """
+        from perfmodel.intervals.answers import step_interval
+
+        return step_interval(self, level)
+
+    def accumulation_text(self) -> str:
+        """``" as 53 micro-batches of 1"`` when a replica's batch per step runs as several
+        micro-batches without a pipeline (gradient accumulation: the memory is one
+        micro-batch's, so ``model maxbatch``'s largest batch in one micro-batch can be
+        exceeded), else ``""``. A replica's batch is ``samples_per_step / (dp x learners)``."""
+        plan = self.plan
+        mb = int(plan.get("microbatch_size") or 0)
+        replicas = int(plan.get("dp", 1) or 1) * int(plan.get("learners_per_gpu", 1) or 1)
+        if mb < 1 or int(plan.get("pp", 1) or 1) > 1:
+            return ""
+        count = self.samples_per_step // replicas // mb
+        return f" as {count} micro-batches of {mb}" if count > 1 else ""
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``--json`` output)."""
         return {
@@ -333,7 +365,7 @@ class StepReport:
         mem = self.memory
         lines.append(
             f"memory per {dev}  {format_bytes(mem.total_bytes)} of {format_bytes(mem.capacity_bytes)}"
-            f"  -> {'fits' if self.fits_in_memory else 'DOES NOT FIT'}"
+            f"  -> {'fits' + self.accumulation_text() if self.fits_in_memory else 'DOES NOT FIT'}"
         )
         if self.memory_tight:
             from perfmodel.intervals.memory import tight_text

@@ -259,12 +259,13 @@ def per_million_tokens_lines(
     def cell(v: float | None, fmt: str) -> str:
         return "-" if v is None else format(v, fmt)
 
+    sw = system_width(ranked)
     lines = [
         "per million tokens (failure-free; energy of the GPU boards only"
         + ("" if priced else "; no price given: ranked by energy")
         + ("; each system at its cheapest GPU count" if len(usable) > len(best) else "")
         + "):",
-        f"  {'system':<28} {'gpus':>5} {'tok/s/GPU':>10} {'price/GPU-h':>11} "
+        f"  {'system':<{sw}} {'gpus':>5} {'tok/s/GPU':>10} {'price/GPU-h':>11} "
         f"{'cost/Mtok':>10} {'kWh/Mtok':>9}",
     ]
     pair = [p for p in ranked if p.cost_per_million_tokens is not None] if priced else ranked
@@ -284,7 +285,7 @@ def per_million_tokens_lines(
         mark = "~" if p.system in tied else " " if tied else ""
         c_mark, e_mark = (mark, "") if priced else ("", mark)
         lines.append(
-            f"  {p.system:<28} {p.gpus:>5} {cell(p.tokens_per_s_per_gpu, ',.0f'):>10} "
+            f"  {p.system:<{sw}} {p.gpus:>5} {cell(p.tokens_per_s_per_gpu, ',.0f'):>10} "
             f"{cell(p.price_per_gpu_hour, '.4g'):>11} "
             f"{cell(p.cost_per_million_tokens, '.4g') + c_mark:>10} "
             f"{cell(p.kwh_per_million_tokens, '.3g') + e_mark:>9}"
@@ -878,19 +879,23 @@ def format_whatif(result: WhatIfResult) -> str:
     def f(v: float | None, fmt: str) -> str:
         return format(v, fmt) if v is not None else "-"
 
+    sw = system_width(result.points)
+    # a speedup against more than 1 GPU is marked in its cell (" vs4"): rows may differ
+    speed = [f(p.speedup, ".2f") + _vs(p) for p in result.points]
+    spw = max(8, *map(len, speed)) if speed else 8
     head = (
-        f"{'system':<28} {'gpus':>5} {'nodes':>5} {'iter ms':>9} {'samples/s':>11} {'speedup':>8} "
-        f"{'eff':>5} {'epoch h':>8} {'run h':>8} {'cost/epoch':>11} {'cost/run':>11} "
-        f"{'mem GiB':>8} {'deadline':>8}"
+        f"{'system':<{sw}} {'gpus':>5} {'nodes':>5} {'iter ms':>9} {'samples/s':>11} "
+        f"{'speedup':>{spw}} {'eff':>5} {'epoch h':>8} {'run h':>8} {'cost/epoch':>11} "
+        f"{'cost/run':>11} {'mem GiB':>8} {'deadline':>8}"
     )
     lines = [head, "-" * len(head)]
-    for p in result.points:
+    for p, sp in zip(result.points, speed, strict=True):
         dl = p.deadline_cell(result.deadline_s)
         mem = f(p.memory_per_gpu_bytes and p.memory_per_gpu_bytes / GiB, "8.1f")
         oom = "" if p.fits_in_memory else "  (out of memory)"
         lines.append(
-            f"{p.system:<28} {p.gpus:>5} {p.nodes:>5} {p.iteration_time_s * 1e3:9.1f} "
-            f"{p.throughput_samples_per_s:11.1f} {f(p.speedup, '8.2f'):>8} "
+            f"{p.system:<{sw}} {p.gpus:>5} {p.nodes:>5} {p.iteration_time_s * 1e3:9.1f} "
+            f"{p.throughput_samples_per_s:11.1f} {sp:>{spw}} "
             f"{f(p.scaling_efficiency, '5.2f'):>5} "
             f"{f(p.epoch_time_s and p.epoch_time_s / 3600, '8.3f'):>8} "
             f"{f(p.run_time_s and p.run_time_s / 3600, '8.2f'):>8} "
@@ -899,6 +904,11 @@ def format_whatif(result: WhatIfResult) -> str:
         )
     for k, v in result.failures.items():
         lines.append(f"failed {k}: {v}")
+    if any(_vs(p) for p in result.points):
+        lines.append(
+            "speedup vsN: against N GPUs of that system, not 1 (the smallest count that fits; "
+            "'speedup against' below); eff divides by the same baseline"
+        )
     if any(p.memory_tight for p in result.points):
         lines.append(tight_line())
     lines.extend(_range_lines(result))
@@ -907,6 +917,17 @@ def format_whatif(result: WhatIfResult) -> str:
     lines.append(result.verdict)
     lines.extend(result.per_million_tokens)
     return "\n".join(lines)
+
+
+def _vs(p: WhatIfPoint) -> str:
+    """A speedup cell's mark of a baseline other than 1 GPU (``" vs4"``), else ``""``."""
+    return f" vs{p.baseline_gpus}" if p.speedup is not None and p.baseline_gpus != 1 else ""
+
+
+def system_width(points: Sequence[WhatIfPoint]) -> int:
+    """The system column's width: 28, or the longest option label (``aws-p5.48xlarge:
+    precision=bf16``) so that no row overflows it."""
+    return max(28, *(len(p.system) for p in points)) if points else 28
 
 
 def _basis_lines(points: Sequence[WhatIfPoint]) -> list[str]:
@@ -959,14 +980,15 @@ def _range_lines(result: WhatIfResult) -> list[str]:
 
     rows = [[cell(p, name, scale, fmt) for name, _, scale, fmt in cols] for p in pts]
     widths = [max(len(c[1]), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-    head = f"{pct} ranges: {'system':<28} {'gpus':>5} " + " ".join(
+    sw = system_width(pts)
+    head = f"{pct} ranges: {'system':<{sw}} {'gpus':>5} " + " ".join(
         f"{c[1]:>{w}}" for c, w in zip(cols, widths, strict=True)
     )
     out = ["", head]
     pad = " " * len(f"{pct} ranges: ")
     for p, r in zip(pts, rows, strict=True):
         out.append(
-            f"{pad}{p.system:<28} {p.gpus:>5} "
+            f"{pad}{p.system:<{sw}} {p.gpus:>5} "
             + " ".join(f"{v:>{w}}" for v, w in zip(r, widths, strict=True))
         )
     out.extend(_per_system(((p, basis_clause(p.interval, these=True)) for p in pts), "  "))

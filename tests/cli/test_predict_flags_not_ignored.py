@@ -31,10 +31,10 @@ def test_an_ignored_flag_is_refused_before_any_work(tmp_path, capsys, extra, sai
 def test_flags_that_switch_the_run_are_warned_about(capsys) -> None:
     assert main([*GPT2, "--learners-per-gpu", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].startswith("WARNING: learners_per_gpu 2 runs Crossbow's synchronous model")
+    assert out[2].startswith("WARNING: learners_per_gpu 2 runs Crossbow's synchronous model")
     assert main([*GPT2, "--software", "megatron", "--zero", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].startswith("WARNING: zero 3 with the megatron preset")
+    assert out[2].startswith("WARNING: zero 3 with the megatron preset")
     assert main([*GPT2, "--software", "megatron-core", "--zero", "1"]) == 0
     assert "WARNING" not in capsys.readouterr().out
 

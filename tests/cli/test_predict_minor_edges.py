@@ -27,8 +27,8 @@ def test_curve_range_cells_are_in_milliseconds_like_the_row(capsys) -> None:
 def test_a_coarse_micro_batch_split_is_a_warning(capsys) -> None:
     assert main(["predict", *GPT2, "--batch-per-gpu", "53"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("WARNING: micro-batch 1 only: 53 samples per replica split into")
-    assert "runs 53 micro-batches of 1" in lines[1]
+    assert lines[2].startswith("WARNING: micro-batch 1 only: 53 samples per replica split into")
+    assert "runs 53 micro-batches of 1" in lines[2]
     assert main(["predict", *GPT2, "--batch-per-gpu", "52"]) == 0
     assert "WARNING" not in capsys.readouterr().out
     assert coarse_split_warning(48, 1, 24) == ""  # 24 -> 48: no gap

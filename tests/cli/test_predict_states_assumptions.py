@@ -25,12 +25,12 @@ def test_header_marks_defaults_and_warns_for_a_transformer_on_default_sgd(capsys
         "bf16, "
     )
     assert ", sgd (default), global batch 64" in lines[0]
-    assert lines[1].startswith("WARNING: optimizer sgd is only the default")
-    assert "--optimizer adamw" in lines[1]
+    assert lines[2].startswith("WARNING: optimizer sgd is only the default")
+    assert "--optimizer adamw" in lines[2]
     assert main([*H100_LLAMA, "--optimizer", "adamw", "--software", "fsdp"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert ", fsdp, bf16, adamw, global batch 64" in lines[0]
-    assert "(default)" not in lines[0] and "WARNING" not in lines[1]
+    assert "(default)" not in lines[0] and "WARNING" not in lines[2]
 
 
 def test_predict_and_compare_name_the_defaults_alike(capsys) -> None:
