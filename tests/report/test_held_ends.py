@@ -114,3 +114,20 @@ def test_no_compute_transition_keeps_the_pair(monkeypatch: pytest.MonkeyPatch) -
     for t0, t1 in [(0.0, T), (2.0, T), (0.0, 2.0)]:
         on = _seconds(tl, "g0", t0, t1, True, monkeypatch)
         assert on == _seconds(tl, "g0", t0, t1, False, monkeypatch)
+
+
+def test_hand_computed_held_reduction_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three segments of gather 0.5 s, compute 0.25 s, TP 0.25 s, each reducing 0.5 s (a lone
+    chain): gathers [0, 0.5], [0.5, 1], [1, 1.5], computes from 0.5, 1, 1.5, each segment
+    ending at 1, 1.5, 2; reductions [1, 1.5], [1.5, 2], [2, 2.5], the later two each
+    starting at its segment's end, as the one before ends: the gather pairs at 0.5 and 1 and
+    the reduction pairs at 1.5 and 2 are left out, the seconds as with every event."""
+    tl, _ = _lone_chain(((0.5, 0.25, 0.25), (0.5, 0.25, 0.25), (0.5, 0.25, 0.25)))
+    assert _left_out(tl, "g0", monkeypatch) == [0.5, 1.0, 1.5, 2.0]
+    dp = sb._key({}, tl.graph.tasks[0].chain[0].reduce_proto)  # type: ignore[attr-defined]
+    reductions = [e for e in _events(tl, "g0", True, monkeypatch) if e[2] == dp]
+    assert reductions == [(1.0, 1, dp), (2.5, -1, dp)]
+    T = tl.makespan_s
+    for t0, t1 in [(0.0, T), (1.5, T), (0.0, 1.5), (1.5, 2.0), (0.0, 2.0)]:
+        on = _seconds(tl, "g0", t0, t1, True, monkeypatch)
+        assert on == _seconds(tl, "g0", t0, t1, False, monkeypatch)
