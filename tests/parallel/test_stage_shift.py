@@ -5,11 +5,14 @@ and the door stays shut where the layout, the classes or the name orders differ.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from perfmodel.api import Scenario, predict
 from perfmodel.parallel import costs
 from perfmodel.parallel.lower_data_parallel import DataParallelEmitters
 from perfmodel.parallel.placement import Placement
@@ -17,7 +20,7 @@ from perfmodel.parallel.stage_shift import StageShift, _slots
 from perfmodel.topology import load_system
 from perfmodel.topology.symmetry import server_symmetry
 from tests.comm.reference_models import thin_spine_fat_tree
-from tests.parallel.test_concurrent_key import _fresh, _reports
+from tests.parallel.test_concurrent_key import GPT, _fresh, _reports
 
 
 def _checked_keys(m: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
@@ -64,22 +67,79 @@ PRESETS = ("megatron-core", "pytorch-ddp", "megatron", "fsdp")
 CASES = [(a, b, {}) for a, b in itertools.product(SYSTEMS, PRESETS)]
 
 
+def _on_and_off(reports: Callable[[], list[str]]) -> list[tuple[Any, ...]]:
+    """``reports()`` with the door open (every key and sends' time it hands checked:
+    :func:`_checked_keys`) equal to ``reports()`` with it shut; what the door handed."""
+    with pytest.MonkeyPatch.context() as m:
+        shared = _checked_keys(m)
+        on = reports()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(StageShift, "ON", False)
+        off = reports()
+    _fresh()
+    assert on == off
+    return shared
+
+
 @pytest.mark.parametrize("system, software, extra", [*CASES, ("dgx-a100", "fsdp", {"hsdp": 2})])
 def test_reports_equal_with_the_door_shut(
     system: str, software: str, extra: dict[str, Any]
 ) -> None:
-    with pytest.MonkeyPatch.context() as m:
-        shared = _checked_keys(m)
-        on = _reports(system, software, **extra)
+    shared = _on_and_off(lambda: _reports(system, software, **extra))
     # later stages read an earlier stage's key and sends' time (on aws-p5.48xlarge the
     # stages' servers are mostly of other classes, other leaves, than the earlier stages')
     sends = [x for x in shared if x[0] == "send"]
     assert (sends and len(sends) < len(shared)) or system == "aws-p5.48xlarge"
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(StageShift, "ON", False)
-        off = _reports(system, software, **extra)
-    _fresh()
-    assert on == off
+
+
+MOE = {"layers": 8, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000}
+MOE.update(experts=8, top_k=2, ffn_hidden=2048)
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        pytest.param(
+            {"dp": 4, "tp": 4, "pp": 8, "schedule": "interleaved", "interleave": 2},
+            id="interleaved",
+        ),
+        pytest.param({"dp": 4, "tp": 8, "pp": 4, "placement": "tp,pp,dp"}, id="tp,pp,dp"),
+        pytest.param(
+            {"dp": 4, "tp": 8, "pp": 4, "placement": "tp,pp,dp", "system": "aws-p5.48xlarge"},
+            id="p5-tp,pp,dp",
+        ),
+        pytest.param({"dp": 2, "tp": 4, "pp": 4, "cp": 4}, id="cp4"),
+        pytest.param({"dp": 8, "tp": 2, "pp": 4, "ep": 4, "model": "moe"}, id="moe-ep4"),
+        pytest.param({"dp": 4, "tp": 8, "pp": 4, "nodes": 17}, id="nodes17"),
+    ],
+)
+def test_other_plans_equal_with_the_door_shut(plan: dict[str, Any]) -> None:
+    """An interleaved schedule, the rank order tp,pp,dp (stage 0's servers not the first ones;
+    on AWS P5 too, whose leaves make classes), context and expert parallelism, and a system of
+    17 servers (one left over): the same reports with the door open and shut, and the door
+    opens."""
+    moe = plan.get("model") == "moe"
+    plan = {
+        "system": "dgx-a100",
+        "nodes": 16,
+        "model": "gpt",
+        "model_args": MOE if moe else GPT,
+        "precision": "bf16",
+        "optimizer": "adam",
+        "fidelity": "analytic",
+        "software": "megatron-core",
+        "microbatch": 1,
+        "gpus": plan["dp"] * plan["tp"] * plan["pp"] * plan.get("cp", 1),
+        "global_batch": 16 * plan["dp"],
+        **plan,
+    }
+
+    def reports() -> list[str]:
+        _fresh()
+        r = predict(Scenario.from_dict(plan), baseline=False)
+        return [repr(dataclasses.replace(r, timeline=None)), repr(r.timeline)]
+
+    assert _on_and_off(reports)  # later stages read an earlier stage's key or sends' time
 
 
 def _placement(
@@ -175,3 +235,42 @@ def test_send_times_kept_by_shape_only() -> None:
     thin = StageShift(thin_spine_fat_tree(), _placement(thin_spine_fat_tree(), 1, 8, 6))
     assert thin.send_time(0, 1, 1.0, lambda: 2.0, lambda: True) == 2.0
     assert thin.send_time(3, 4, 1.0, lambda: 5.0, lambda: True) == 5.0  # another class
+    # the receivers' classes count too: the sends 1 -> 2 are the sends 0 -> 1 moved one server
+    # on, which keeps the senders' class (servers 0 -> 1) but not the receivers' (1 -> 2,
+    # server 2 in no class): priced, not read off the kept 0 -> 1
+    assert thin.send_time(1, 2, 1.0, lambda: 7.0, lambda: True) == 7.0
+
+
+def _clear_ring_factors() -> None:
+    """Forget the ring-path sharing factors and what their shapes read
+    (:func:`~perfmodel.parallel.costs.ring_sharing_factor`, its name-free shapes' memos)."""
+    costs._ORDER_FREE.entries.clear()
+    costs._ROUTE_FACTORS.entries.clear()
+    costs.ring_sharing_factor.cache_clear()
+
+
+def test_keys_read_name_orders_where_the_shape_does() -> None:
+    """Where the earlier stage's sharing shape holds the name orders of same-class servers
+    (every hop's route said not mirrored), a key goes only to the stages whose servers keep
+    that order: on 16 DGX A100, stages 1 and 3 of dp4 tp8 pp4, not stage 2 (``n10`` sorts
+    before ``n8``)."""
+    topo = load_system("dgx-a100", nodes=16)
+    pl = _placement(topo, 4, 8, 4)
+
+    def groups_of(r: int) -> list[tuple[str, ...]]:
+        return [pl.dp_group(r, t) for t in range(pl.tp)]
+
+    _clear_ring_factors()
+    try:
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(costs, "_mirrored", lambda *_: False)
+            first = tuple(map(tuple, groups_of(0)))
+            factor = costs.ring_sharing_factor(topo, first)
+            assert costs.factor_by_shape(topo, first, classed=True) is True  # reads names
+            shift = StageShift(topo, pl)
+            keys = {(0, "dp"): ("auto", ("ring", ("x",)), factor)}
+            got = [shift.key(b, "dp", keys, groups_of) is not None for b in range(1, 4)]
+            assert got == [True, False, True]
+            assert [shift.moved(0, b, False) for b in range(1, 4)] == [True] * 3
+    finally:
+        _clear_ring_factors()
