@@ -1,5 +1,5 @@
 """Pipeline stages that are one another moved by whole servers, so that a stage's
-data-parallel key is an earlier stage's (issue 27).
+data-parallel key, and the time of its pipeline sends, are an earlier stage's (issue 27).
 
 A plan's stages are slices of one rank order (:class:`~perfmodel.parallel.placement.Placement`):
 stage ``b``'s ranks are stage ``a``'s plus ``(b - a)`` times the pipeline stride. Where the
@@ -11,7 +11,10 @@ interchangeable servers and the name order of the servers of each class
 (:meth:`StageShift.moved`); :meth:`StageShift.key` then hands a stage the data-parallel
 ``SystemCosts.concurrent_key`` an earlier stage found, instead of reading its groups member by
 member again (~30-60 us a stage of a GPT-3 175B plan on 128 DGX A100: the ring pattern of its
-first group, the sharing shape of its sibling groups).
+first group, the sharing shape of its sibling groups); :meth:`StageShift.send_time` likewise
+hands the sends between two stages the time of the sends between two earlier stages as far
+apart, where the one pair of stages is the other moved (classes only) and the time was read off
+the sends' name-free transfer shape.
 """
 
 from __future__ import annotations
@@ -54,9 +57,10 @@ def _slots(topology: Topology, gpus: tuple[str, ...]) -> tuple[int, tuple[int, .
 class StageShift:
     """Which pipeline stages of one placement are an earlier stage moved by whole servers in
     a way that every name-free reading of the comm model keeps (:meth:`moved`), and the
-    data-parallel keys they share (:meth:`key`).
+    data-parallel keys (:meth:`key`) and pipeline sends' times (:meth:`send_time`) they share.
 
-    ``ON``: whether :meth:`key` shares keys between stages (tests compare both ways).
+    ``ON``: whether :meth:`key` shares keys and :meth:`send_time` sends' times between stages
+    (tests compare both ways).
     """
 
     ON = True
@@ -122,7 +126,8 @@ class StageShift:
         got = self._orders.get(s)
         if got is None:
             at = self._servers(s)
-            classes, pos = self._cls[s], server_symmetry(self.topology).position  # type: ignore[arg-type]
+            pos = server_symmetry(self.topology).position  # type: ignore[arg-type]
+            classes = self._cls[s]
             key = [(c, pos[x]) for c, x in zip(classes, at, strict=True)]  # type: ignore[arg-type]
             got = self._orders[s] = tuple(sorted(range(len(key)), key=key.__getitem__))
         return got
@@ -157,8 +162,10 @@ class StageShift:
         Why it is stage ``s``'s own key, bit for bit: the key is ``(algorithm, numbers key
         of the first group, sharing factor of the groups)``. Under :meth:`moved`'s map every
         member keeps its local id and its server's class, servers stay distinct and keep
-        their order of first appearance in a group, and same-class servers their name
-        order; those are all that the ring pattern
+        their order of first appearance in a group, and, where the earlier stage's sharing
+        shape reads name orders (``names``: what
+        :func:`~perfmodel.parallel.costs.factor_by_shape` says, which :meth:`moved` then
+        checks), same-class servers their name order; those are all that the ring pattern
         (:meth:`GroupMemo._ring_pattern <perfmodel.comm.group_memo.GroupMemo._ring_pattern>`:
         the first part's local ids, the parts' servers' classes) and the name-free sharing
         shapes (:func:`~perfmodel.parallel.costs._nic_shape`,
@@ -214,11 +221,11 @@ class StageShift:
         of the one onto the matching endpoint of the other, local id kept; where it keeps the
         class of each server of both stages, the pairs' name-free transfer shape
         (:meth:`Transfers._shape <perfmodel.comm.transfers.Transfers._shape>`: classes and
-        server indices in order of first appearance, local ids, pairs inside one server,
-        mirrored routes by class and local ids; no name order) is the same, and where that
-        shape is kept (``by_shape``) both times are the slowest send over the one shape's terms
-        at the one size. Issue 27: a dp2 tp32 pp16 plan priced 30 sets of 32 sends, ~20 us
-        each, all of one shape."""
+        server indices in order of first appearance, local ids, mirrored routes by class and
+        local ids; no name order; ``None``, so never kept, where a pair stays inside one
+        server) is the same, and where that shape is kept (``by_shape``) both times are the
+        slowest send over the one shape's terms at the one size. Issue 27: a dp2 tp32 pp16
+        plan priced 30 sets of 32 sends, ~20 us each, all of one shape."""
         if not self.ON or by_shape is None:
             return price()
         apart = s_to - s_from

@@ -368,12 +368,14 @@ _TP_IDLE = ("0|comm:tp", _IDLE)
 
 
 #: In :func:`_flat_split`, a gather's (a reduction's) end and the next one's start at the
-#: same time, where a compute transition is at that time too, left out (:func:`_flat_split` says why that is
-#: exact); ``False``: every gather as its two events, the direct path
+#: same time, where a compute transition is at that time too, left out (:func:`_flat_split`
+#: says why that is exact); ``False``: every gather as its two events, the direct path
 #: ``tests/report/test_held_ends.py`` compares with. Issue 27.
 HELD_ENDS = True
 
-_NO_END = -math.inf  # no gather end held (_flat_split): every gather starts at or after 0
+#: No gather or reduction end held (:func:`_flat_split`'s ``held``, ``r_held``): below every
+#: time, so no gather's or reduction's start (at or after 0) is taken as back to back with it.
+_NO_END = -math.inf
 
 
 class _Unordered(Exception):
@@ -405,17 +407,17 @@ def _flat_split(
     the key of the last transition at or before it, which :func:`_sweep_split` keeps instead
     of counting events: the same live keys at every time, so the same seconds.
 
-    With :data:`HELD_ENDS` (the default), a gather's end and the next segment's gather start at the
-    same time ``t`` (back to back on the gather stream) are both left out where this segment's
-    compute transition is at ``t`` too (its compute waited for that gather, ``cs = ge``, and
-    runs, or its TP piece does): the gather key's count goes ``1 -> 0 -> 1`` at ``t`` with them and stays 1
-    without, so the live keys after every event at ``t`` are the same, and ``t`` stays a time
-    at which :func:`_sweep_split` adds an interval (the transition is there). The sweep adds an
-    interval only on reaching a later time, from the keys live after every event at the
-    earlier one (:data:`_EVENT_ORDER`), so the same intervals go to the same classes in the
-    same order, bit for bit; ~3 of every 10 events fewer on the critical device of the
-    gather-bound GPT-3 175B FSDP plans (dp32 tp8 pp4 mb1: 2,210 pairs of 2,400 segments).
-    Likewise a reduction's end and the next segment's reduction start at the last compute
+    With :data:`HELD_ENDS` (the default), a gather's end and the next segment's gather start at
+    the same time ``t`` (back to back on the gather stream) are both left out where this
+    segment's compute transition is at ``t`` too (its compute waited for that gather, ``cs =
+    ge``, and runs, or its TP piece does): the gather key's count goes ``1 -> 0 -> 1`` at ``t``
+    with them and stays 1 without, so the live keys after every event at ``t`` are the same,
+    and ``t`` stays a time at which :func:`_sweep_split` adds an interval (the transition is
+    there). The sweep adds an interval only on reaching a later time, from the keys live after
+    every event at the earlier one (:data:`_EVENT_ORDER`), so the same intervals go to the same
+    classes in the same order, bit for bit; ~3 of every 10 events fewer on the critical device
+    of the gather-bound GPT-3 175B FSDP plans (dp32 tp8 pp4 mb1: 2,210 pairs of 2,400
+    segments). Likewise a reduction's end and the next segment's reduction start at the last compute
     transition so far (``last``; the segment's end ``e`` where it runs anything): the
     reductions back to back, the next one waiting for nothing (1,067 of the 1,200 reducing
     segments there)."""
