@@ -87,6 +87,10 @@ class FlowNetwork:
     True
     """
 
+    #: Flows finishing together, due at one instant, share one delivery timeout
+    #: (:meth:`_complete_finished`, issue 27); a test flips it off (a timeout each, the reference).
+    SHARED_DELIVERY = True
+
     def __init__(
         self,
         env: simpy.Environment,
@@ -123,6 +127,9 @@ class FlowNetwork:
         # per channel tuple (by identity, kept alive here): each channel's share of a ring's
         # bytes (_ring's, computed once; a group's analysis hands out the same tuple)
         self._shares: dict[int, tuple[Sequence[Channel], list[float]]] = {}
+        # per (source, destination, protocol): a phase transfer's route, its extra latency and
+        # the latency paid before it starts (perfmodel.comm.replay._phase_proc's, built once)
+        self._phase_hops: dict[tuple[str, str, Protocol], tuple[Any, float, float]] = {}
 
     # ------------------------------------------------------------------ public
     @property
@@ -353,28 +360,64 @@ class FlowNetwork:
         self._update()
 
     def _complete_finished(self) -> None:
+        """Deliver the flows whose bytes have all crossed.
+
+        With :attr:`SHARED_DELIVERY` (issue 27) the flows finishing now that fall due at one
+        instant (``now + latency``, SimPy's own sum) share one timeout that delivers them in
+        completion order, instead of a timeout each: the same SimPy run bit for bit. Their
+        timeouts were created one after the other here, with only other instants' events
+        between, so they were processed one after the other in this order, each delivering
+        (counters, then ``succeed``, which only schedules the transfer's event); one timeout at
+        the first one's place does the same deliveries in the same order, and the removed
+        timeouts scheduled nothing else. A latency that does not move the instant (``now +
+        latency == now``) keeps its own timeout (it could interleave with this instant's
+        events). A ring channel's flows finish together with equal latencies: 18 -> 1 event.
+        """
         done = [
             k
             for k, f in self._flows.items()
             if f.remaining <= _EPS_BYTES + 1e-12 * f.rate
             or f.remaining <= 1e-9 * max(f.rate, 1.0) * 1e-9
         ]
+        if not self.SHARED_DELIVERY:
+            for k in done:
+                flow = self._flows.pop(k)
+                flow.rate = 0.0
+                self._deliver(flow)
+            return
+        now = self.env.now
+        due: dict[float, list[_Flow]] = {}
         for k in done:
             flow = self._flows.pop(k)
             flow.rate = 0.0
-            self._deliver(flow)
+            at = now + flow.latency_s  # the instant SimPy's timeout falls due (its own sum)
+            if flow.latency_s > 0 and at != now:
+                group = due.get(at)
+                if group is None:
+                    group = due[at] = []
+                    timer = self.env.timeout(flow.latency_s)
+                    timer.callbacks.append(lambda _e, g=group: self._fire_all(g))
+                group.append(flow)
+            else:
+                self._deliver(flow)
+
+    def _fire_all(self, flows: list[_Flow]) -> None:
+        """Deliver ``flows`` (due at this instant, in completion order): the callback of the one
+        timeout :meth:`_complete_finished` shares among them."""
+        for flow in flows:
+            self._fire(flow)
+
+    def _fire(self, flow: _Flow) -> None:
+        self.flows_completed += 1
+        for _, d, b in flow.accounting:
+            self.bytes_received[d] += b
+        flow.event.succeed()
 
     def _deliver(self, flow: _Flow) -> None:
-        def fire(_e: Any = None) -> None:
-            self.flows_completed += 1
-            for _, d, b in flow.accounting:
-                self.bytes_received[d] += b
-            flow.event.succeed()
-
         if flow.latency_s > 0:
-            self.env.timeout(flow.latency_s).callbacks.append(fire)
+            self.env.timeout(flow.latency_s).callbacks.append(lambda _e: self._fire(flow))
         else:
-            fire()
+            self._fire(flow)
 
 
 def p2p_alpha_s(links: DirectedLinks, path: Sequence[str], proto: Protocol) -> float:
