@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfmodel.comm.nodes import nics_of
@@ -49,6 +49,8 @@ class RouteSearch:
         self._fabric_classes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._fabric_keys: dict[str, tuple[Any, ...]] = {}
         self._sides_by_attach: dict[Any, dict[str, tuple[tuple[Any, ...], ...]]] = {}
+        #: first server built alike -> :meth:`_inside_nics_of` (``()``: not to be read off)
+        self._inside_nics: dict[int, Any] = {}
 
     def route(self, src: str, dst: str) -> tuple[str, ...]:
         """Minimum-hop, widest route ``src -> dst`` (the rule of :func:`perfmodel.topology.route`),
@@ -369,27 +371,114 @@ class RouteSearch:
 
         Among the NICs of its server at the smallest hop distance, GPUs take turns in local
         order (NCCL binds each GPU to a nearby NIC and spreads GPUs over equidistant NICs);
-        ``None`` when the server has no fabric NIC.
+        ``None`` when the server has no fabric NIC. Every GPU of the server is answered at
+        once: read off the first server built alike (:meth:`_alike_nics`) where
+        :attr:`NICS_BY_ALIKE` and that is provably the searches' answer, else searched
+        (:meth:`_searched_nics`).
         """
         if gpu in self._gpu_nic:
             return self._gpu_nic[gpu]
         server = self.server[gpu]
-        nics = nics_of(self.topology, server)
+        got = self._alike_nics(server) if self.NICS_BY_ALIKE else None
+        if got is None:
+            got = self._searched_nics(server)
+        self._gpu_nic.update(got)
+        return self._gpu_nic.get(gpu)
+
+    #: Whether :meth:`gpu_nic` reads a server's NICs off the first server built alike
+    #: (:meth:`_alike_nics`); off: one breadth-first search per GPU (a test flips it).
+    NICS_BY_ALIKE = True
+
+    def _server_gpus(self, server: int) -> list[str]:
+        """The GPUs of ``server`` in local order (``gpu_index``, then name)."""
         g = self.topology.graph
-        gpus = sorted(
+        return sorted(
             (n for n in self.server_nodes.get(server, ()) if g.nodes[n]["kind"] is NodeKind.GPU),
             key=lambda n: (g.nodes[n].get("gpu_index", 0), n),
         )
-        load = dict.fromkeys(nics, 0)
+
+    def _searched_nics(self, server: int) -> dict[str, str | None]:
+        """:meth:`gpu_nic` of every GPU of ``server``, one :func:`near_nics` search per GPU
+        (the direct path)."""
+        nics = nics_of(self.topology, server)
+        return take_turns(self._server_gpus(server), nics, lambda x: near_nics(self, x, nics))
+
+    def _alike_nics(self, server: int) -> dict[str, str | None] | None:
+        """:meth:`gpu_nic` of every GPU of ``server`` read off the first server built alike
+        (:attr:`~perfmodel.topology.symmetry.ServerSymmetry.alike`, or itself) by local id;
+        ``None`` where that is not provably :meth:`_searched_nics`' answer (issue 27: 10,875
+        searches of ~600 nodes, 8 s CPU, for a 450-GPU group on 200 GB200 NVL72 racks, whose
+        racks hang off different fabric ports: no two in a class).
+
+        Exact: :meth:`_inside_nics_of` finds, for each GPU, its NICs' hop distances inside the
+        server and the exits ``y`` that could start a shorter or equal path through the
+        fabric (any such path leaves through a node ``y`` it may cross, reached inside first,
+        and re-enters the server, so it has at least ``d(gpu, y) + 2`` hops). Where none of
+        this server's exits is one of them, the search's smallest distance and the NICs at it
+        are the inside ones (a NIC reached only through the fabric is farther, and the search
+        reaches it where one NIC of this server reaches all), which are the same by local
+        id in servers built alike (same nodes, links, attributes and transit kinds), as is the
+        order the GPUs take turns in and the name order of the NICs (the same local-id
+        sequence in name order); the server's fabric NICs must be the same local ids."""
+        sym = self._symmetry
+        first = sym.alike.get(server, server)
+        base = self._inside_nics.get(first)
+        if base is None:
+            base = self._inside_nics[first] = self._inside_nics_of(first)
+        if not base:
+            return None
+        picks, nic_ids, risky, apart = base
+        lid = sym.local_id
+        if not risky.isdisjoint(lid[y] for y in sym.exits[server]):
+            return None
+        nics = nics_of(self.topology, server)
+        if frozenset(lid[n] for n in nics) != nic_ids:
+            return None
+        if apart and not set(nics) <= self._hops_from(nics[0], nics).keys():
+            return None
+        names = sym.by_local[server]
+        return {names[g]: None if n is None else names[n] for g, n in picks.items()}
+
+    def _inside_nics_of(
+        self, server: int
+    ) -> tuple[dict[str, str | None], frozenset[str], frozenset[str], bool] | tuple[()]:
+        """For :meth:`_alike_nics`: ``(picks, NICs, risky exits, apart)`` of ``server`` by
+        local id: the NICs chosen as :meth:`_searched_nics` chooses them but on hop distances
+        inside the server (:meth:`_inside_distances`); the nodes ``y`` a GPU could leave
+        through with ``d(gpu, y) + 2`` no more than its nearest NIC's distance; whether some
+        GPU reaches some NIC only through the fabric (the search then reaches it, so that
+        :func:`near_nics` needs no route, where one NIC reaches all through the server and
+        the fabric and every NIC may be crossed: the way back to the GPU's nearest NIC and on).
+        ``()`` where the server has no fabric NIC, a GPU reaches none inside, or some NIC
+        is reached only through the fabric and NICs may not be crossed."""
+        nics = nics_of(self.topology, server)
+        if not nics:
+            return ()
+        lid, transit = self._symmetry.local_id, self.transit
+        gpus = self._server_gpus(server)
+        near: dict[str, list[str]] = {}
+        risky: set[str] = set()
+        apart = False
         for x in gpus:
-            near = near_nics(self, x, nics)
-            if not near:
-                self._gpu_nic[x] = None
-                continue
-            pick = min(near, key=lambda nic: (load[nic], nic))
-            load[pick] += 1
-            self._gpu_nic[x] = pick
-        return self._gpu_nic.get(gpu)
+            d = self._inside_distances(x)
+            reached = [n for n in nics if n in d]
+            if not reached:
+                return ()
+            apart = apart or len(reached) < len(nics)
+            best = min(d[n] for n in reached)
+            near[x] = sorted(n for n in reached if d[n] == best)
+            risky.update(
+                lid[y] for y, dy in d.items() if dy + 2 <= best and (y == x or y in transit)
+            )
+        if apart and not all(n in transit for n in nics):
+            return ()
+        picks = take_turns(gpus, nics, near.__getitem__)
+        return (
+            {lid[g]: None if n is None else lid[n] for g, n in picks.items()},
+            frozenset(lid[n] for n in nics),
+            frozenset(risky),
+            apart,
+        )
 
     def p2p_route(self, src: str, dst: str) -> tuple[str, ...]:
         """Route of a point-to-point transfer: :meth:`route`, except that GPU-to-GPU traffic
@@ -408,6 +497,24 @@ class RouteSearch:
         if len(set(path)) != len(path):
             return self.route(src, dst)
         return path
+
+
+def take_turns(
+    gpus: Sequence[str], nics: Sequence[str], near: Callable[[str], list[str]]
+) -> dict[str, str | None]:
+    """Each of ``gpus`` in turn takes the least loaded of its ``near(gpu)`` NICs (ties: the
+    smallest name); ``None`` where it has none (:meth:`RouteSearch.gpu_nic`)."""
+    load = dict.fromkeys(nics, 0)
+    out: dict[str, str | None] = {}
+    for x in gpus:
+        here = near(x)
+        if not here:
+            out[x] = None
+            continue
+        pick = min(here, key=lambda nic: (load[nic], nic))
+        load[pick] += 1
+        out[x] = pick
+    return out
 
 
 def near_nics(links: DirectedLinks, gpu: str, nics: Sequence[str]) -> list[str]:

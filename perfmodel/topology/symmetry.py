@@ -111,6 +111,12 @@ class ServerSymmetry:
         (:meth:`twin_map`). Servers that are their own twin are absent.
     exits
         ``{server: nodes with a link leaving the server}``.
+    alike
+        ``{server: the server of smallest index built alike inside}`` (the same
+        :func:`server_signature` and local-id sequence in name order, whatever its links to the
+        outside); servers that are their own are absent. Weaker than :attr:`twin`: only a
+        computation on the server's own nodes and links that also checks the server's own exits
+        may be read off it (:meth:`perfmodel.comm.routes.RouteSearch.gpu_nic`).
     """
 
     server: dict[str, int]
@@ -122,6 +128,7 @@ class ServerSymmetry:
     excursion: int
     twin: dict[int, int]
     exits: dict[int, tuple[str, ...]]
+    alike: dict[int, int] = field(default_factory=dict)
     _twin_maps: dict[int, dict[str, str]] = field(default_factory=dict, repr=False)
     """:meth:`twin_map`'s answers so far (shared with the callers: read only)."""
 
@@ -402,8 +409,10 @@ def _symmetry_of_graph(topology: Topology) -> ServerSymmetry:
             continue  # a direct link to another server, or not contiguous in name order
         sigs.setdefault((*inside_key, tuple(sorted(outside))), []).append(s)
     twin: dict[int, int] = {}
+    alike: dict[int, int] = {}
     for servers in inner.values():
         t = min(servers)
+        alike.update((s, t) for s in servers if s != t)
         t_exits = {local_id[n] for n in exits[t]}
         for s in servers:
             if s != t and {local_id[n] for n in exits[s]} <= t_exits and shared[s] <= shared[t]:
@@ -421,7 +430,7 @@ def _symmetry_of_graph(topology: Topology) -> ServerSymmetry:
     by_local: dict[int, dict[str, str]] = {
         s: {local_id[n]: n for n in nodes} for s, nodes in members.items()
     }
-    return _from_runs(runs, server, by_local, local_id, two_fabric, twin, exits)
+    return _from_runs(runs, server, by_local, local_id, two_fabric, twin, exits, alike)
 
 
 def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerSymmetry | None:
@@ -501,7 +510,8 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
                 run = []
             run.append(srv)
         runs.append(run)
-    return _from_runs(runs, server, by_local, local_id, two_fabric, twin, exits)
+    alike = {srv: 0 for srv in by_name if srv != 0}  # every server is server 0's copy
+    return _from_runs(runs, server, by_local, local_id, two_fabric, twin, exits, alike)
 
 
 def _from_runs(
@@ -512,6 +522,7 @@ def _from_runs(
     two_fabric: bool,
     twin: dict[int, int],
     exits: dict[int, tuple[str, ...]],
+    alike: dict[int, int],
 ) -> ServerSymmetry:
     """The symmetry whose classes are the runs of two or more servers (each run: servers of one
     signature, consecutive in name order, in that order); both constructors end here."""
@@ -532,4 +543,5 @@ def _from_runs(
         excursion=2 if two_fabric else 3,
         twin=twin,
         exits=exits,
+        alike=alike,
     )
