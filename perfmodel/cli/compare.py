@@ -263,10 +263,7 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
     d: dict[str, Any] = {"model": args.model, "model_args": parse_model_args(args.model_arg)}
     d.update(system_flags(args))  # --nccl-env parsed once, naming the flag
     if args.systems:  # the flags apply to every entry (each entry's own keys: SystemOption)
-        from perfmodel.search.whatif import parse_systems
-
-        for opt in parse_systems(args.systems):
-            check_custom_only_flags(opt.system, args)
+        _custom_flags_on_every_entry(args)
     elif args.system:
         check_custom_only_flags(args.system, args)
     for attr in (
@@ -286,6 +283,46 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
 
         read_profile(d["calibration"])
     return d
+
+
+def _custom_flags_on_every_entry(args: argparse.Namespace) -> None:
+    """Refuse ``--gpus-per-node`` / ``--intra-node`` with ``--systems`` where an entry is not
+    ``custom``: the flags apply to every entry, so the refusal says so and suggests the entry's
+    own key (``custom:gpus_per_node=4:...``), not ``predict``'s ``--system custom`` wording
+    (rev27b item 3). A value the flag cannot take is refused as ``predict`` refuses it.
+
+    Raises
+    ------
+    ConfigError
+        Naming the flags, the first entry that is not ``custom`` and the entry form.
+    """
+    from perfmodel.search.whatif import parse_systems
+    from perfmodel.topology.builders import CUSTOM_ONLY_KEYS
+
+    check_custom_only_flags("custom", args)  # an --intra-node that is no link
+    given = {k: v for k in CUSTOM_ONLY_KEYS if (v := getattr(args, k, None)) is not None}
+    options = parse_systems(args.systems)
+    other = next((o for o in options if o.system != "custom"), None)
+    if not given or other is None:
+        return
+    flags = " and ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+    custom = [
+        o.label + "".join(f":{k}={v}" for k, v in given.items() if k not in o.overrides)
+        for o in options
+        if o.system == "custom"
+    ]
+    form = " or ".join(custom) or "custom:" + ":".join(f"{k}={v}" for k, v in given.items())
+    form += "" if custom else ":gpu=..."
+    where = "the custom entry alone" if custom else "a custom entry"
+    raise ConfigError(
+        f"{flags} {'apply' if len(given) > 1 else 'applies'} to every --systems entry, and "
+        f"entry {other.label!r} is a catalogue system, not custom (built from parts), which "
+        f"{'they do' if len(given) > 1 else 'it does'} not change; set "
+        f"{'them' if len(given) > 1 else 'it'} on {where}, as its key"
+        f"{'s' if len(given) > 1 else ''}: {form}",
+        value=next(iter(given.values())),
+        where="--" + next(iter(given)).replace("_", "-"),
+    )
 
 
 def _pricing(args: argparse.Namespace, labels: list[str]) -> dict[str, Any]:
