@@ -22,7 +22,7 @@ def test_predict_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     )
     assert "--intra-node pcie4 describes only a custom system" in err
     assert "--system custom --gpu A100-SXM4-80GB --gpus-per-node 8 --intra-node pcie4" in err
-    assert "--system pcie-8x-server --gpu A100-SXM4-80GB" in err
+    assert "--system pcie-8x-server --gpu A100-PCIE-80GB" in err
     assert not trace.exists()
 
 
