@@ -83,3 +83,15 @@ def test_cli_names_a_file_key_as_the_file_wrote_it(
     assert f"{f}: gpus=12 but system dgx-a100 with nodes=1 has 8 GPUs" in err
     assert "use nodes=2, or at most gpus=8" in err
     assert "--gpus" not in err
+
+
+def test_cli_names_each_key_in_its_own_origins_form(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """rev27b item 5: a file's ``gpus = 20`` with ``--nodes 2`` said "with nodes=2 ... use
+    nodes=3" though --nodes came from the command line (failed before)."""
+    f = tmp_path / "g.toml"
+    f.write_text('system = "dgx-a100"\nmodel = "resnet50"\nbatch_per_gpu = 8\ngpus = 20\n')
+    err = refused(capsys, ["predict", str(f), "--nodes", "2"])
+    assert f"{f}: gpus=20 but system dgx-a100 with --nodes 2 has 16 GPUs" in err
+    assert "use --nodes 3, or at most gpus=16" in err and "--gpus" not in err
