@@ -49,6 +49,7 @@ from perfmodel.cli._common import (
     system_flags,
 )
 from perfmodel.cli.compare_checks import check_objective, statistical_efficiency
+from perfmodel.cli.compare_systems import format_systems_search
 from perfmodel.cli.headers import job_header
 from perfmodel.errors import ConfigError
 
@@ -262,10 +263,7 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
     d: dict[str, Any] = {"model": args.model, "model_args": parse_model_args(args.model_arg)}
     d.update(system_flags(args))  # --nccl-env parsed once, naming the flag
     if args.systems:  # the flags apply to every entry (each entry's own keys: SystemOption)
-        from perfmodel.search.whatif import parse_systems
-
-        for opt in parse_systems(args.systems):
-            check_custom_only_flags(opt.system, args)
+        _custom_flags_on_every_entry(args)
     elif args.system:
         check_custom_only_flags(args.system, args)
     for attr in (
@@ -285,6 +283,46 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
 
         read_profile(d["calibration"])
     return d
+
+
+def _custom_flags_on_every_entry(args: argparse.Namespace) -> None:
+    """Refuse ``--gpus-per-node`` / ``--intra-node`` with ``--systems`` where an entry is not
+    ``custom``: the flags apply to every entry, so the refusal says so and suggests the entry's
+    own key (``custom:gpus_per_node=4:...``), not ``predict``'s ``--system custom`` wording
+    (rev27b item 3). A value the flag cannot take is refused as ``predict`` refuses it.
+
+    Raises
+    ------
+    ConfigError
+        Naming the flags, the first entry that is not ``custom`` and the entry form.
+    """
+    from perfmodel.search.whatif import parse_systems
+    from perfmodel.topology.builders import CUSTOM_ONLY_KEYS
+
+    check_custom_only_flags("custom", args)  # an --intra-node that is no link
+    given = {k: v for k in CUSTOM_ONLY_KEYS if (v := getattr(args, k, None)) is not None}
+    options = parse_systems(args.systems)
+    other = next((o for o in options if o.system != "custom"), None)
+    if not given or other is None:
+        return
+    flags = " and ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+    custom = [
+        o.label + "".join(f":{k}={v}" for k, v in given.items() if k not in o.overrides)
+        for o in options
+        if o.system == "custom"
+    ]
+    form = " or ".join(custom) or "custom:" + ":".join(f"{k}={v}" for k, v in given.items())
+    form += "" if custom else ":gpu=..."
+    where = "the custom entry alone" if custom else "a custom entry"
+    raise ConfigError(
+        f"{flags} {'apply' if len(given) > 1 else 'applies'} to every --systems entry, and "
+        f"entry {other.label!r} is a catalogue system, not custom (built from parts), which "
+        f"{'they do' if len(given) > 1 else 'it does'} not change; set "
+        f"{'them' if len(given) > 1 else 'it'} on {where}, as its key"
+        f"{'s' if len(given) > 1 else ''}: {form}",
+        value=next(iter(given.values())),
+        where="--" + next(iter(given)).replace("_", "-"),
+    )
 
 
 def _pricing(args: argparse.Namespace, labels: list[str]) -> dict[str, Any]:
@@ -560,7 +598,10 @@ def _run_systems_search(args: argparse.Namespace) -> int:
         label: None if level is None else step_residual(best.scenario, best.report, level)
         for label, best, _, _, _ in results
     }
-    out = format_systems_search(results, failures, residuals)
+    by_cost = None
+    if args.objective == "cost":  # rank the systems as each one's plans were ranked
+        by_cost = {lab: prices[lab].price_per_gpu_hour for lab, *_ in results if lab in prices}
+    out = format_systems_search(results, failures, residuals, by_cost or None)
     summary = out.splitlines()[-1] if results else None
     cost_lines = _search_cost_lines(results, options, prices, residuals, shown=out)
     if cost_lines:
@@ -690,114 +731,6 @@ def _nvlink_domain(sc: dict[str, Any]) -> int:
 
     one = topology_of(Scenario.from_dict({**sc, "nodes": 1}))
     return len(nvlink_domains(one)[0])
-
-
-def _groups_line(label: str, plan: dict[str, Any], gpn: int, domain: int) -> str:
-    """``gb200-nvl72: ep 64 in 1 NVLink domain(s) of 72, tp 1 in 1`` for a best plan."""
-    parts = []
-    for dim in ("tp", "ep", "cp"):
-        k = int(plan.get(dim, 1) or 1)
-        if k > 1:
-            spans = math.ceil(k / domain)
-            parts.append(f"{dim} {k} in {spans} NVLink domain{'s' if spans > 1 else ''}")
-    inside = ", ".join(parts) if parts else "no tensor/expert/context group"
-    return f"  {label}: NVLink domain of {domain} GPUs ({gpn} per server); {inside}"
-
-
-def format_systems_search(
-    results: list[tuple[str, Any, Any, int, int]],
-    failures: dict[str, str],
-    residuals: dict[str, Any] | None = None,
-) -> str:
-    """The table of :func:`_run_systems_search`: each system's best plan, the groups' NVLink
-    domains, and the verdict with :func:`perfmodel.search.why.why_best`'s reason. With
-    ``residuals`` (each system's :class:`~perfmodel.intervals.conformal.ResidualInterval`,
-    :func:`perfmodel.search.whatif.step_residual`): each row's iteration-time range, what the
-    ranges rest on (``predict``'s basis, bias and warning), and whether the verdict is within
-    the model's error (:func:`perfmodel.intervals.wording.error_clause`)."""
-    from perfmodel.intervals.wording import (
-        basis_clause,
-        bounded,
-        error_clause,
-        overlaps,
-        tie_legend,
-    )
-    from perfmodel.search.compare_table import mem_cell, tight, tight_line, wrap
-    from perfmodel.search.why import why_best
-
-    ivs = {k: v for k, v in (residuals or {}).items() if v is not None}
-    level = next(iter(ivs.values())).level if ivs else None
-    pct = "" if level is None else f"{100 * level:g}%"
-
-    def span(label: str, t: float) -> tuple[float, float] | None:
-        return ivs[label].time(t) if label in ivs else None
-
-    ranked = sorted(results, key=lambda r: float(r[1].report["iteration_time_s"]))
-    cells, tied = {}, set()
-    fastest = span(ranked[0][0], float(ranked[0][1].report["iteration_time_s"])) if ranked else None
-    for i, (label, best, _, _, _) in enumerate(ranked):
-        r = span(label, float(best.report["iteration_time_s"]))
-        if (
-            i > 0
-            and r is not None
-            and fastest is not None
-            and overlaps(fastest, r)
-            and bounded(ivs.get(label), ivs.get(ranked[0][0]))
-        ):
-            tied.add(label)  # the plan search's mark: a range overlapping the fastest's
-        cells[label] = "-" if r is None else f"{r[0]:.3f}-{r[1]:.3f}"
-    for label in cells:
-        cells[label] += "~" if label in tied else " " if tied else ""
-    rw = max([len(f"{pct} iter s"), *(len(c) for c in cells.values())]) if ivs else 0
-    sw = max([24, *(len(r[0]) for r in ranked)])  # wide enough for every label and plan
-    pw = max([44, *(len(r[1].label) for r in ranked)])
-    head = (
-        f"{'system':<{sw}} {'best plan':<{pw}} {'iter s':>8} "
-        + (f"{pct + ' iter s':>{rw}} " if ivs else "")
-        + f"{'samples/s':>10} {'per GPU':>9} {'comm s':>7} {'mem GiB':>8}"
-    )
-    lines = [head, "-" * len(head)]
-    for label, best, _, _, _ in ranked:
-        r = best.report
-        t = float(r["iteration_time_s"])
-        samples = float(r.get("samples_per_step") or best.global_batch)
-        mem = r.get("memory_per_gpu_bytes")
-        lines.append(
-            f"{label:<{sw}} {best.label:<{pw}} {t:8.3f} "
-            + (f"{cells[label]:>{rw}} " if ivs else "")
-            + f"{samples / t:10.2f} "
-            f"{samples / t / best.gpus:9.4f} {float(r.get('exposed_comm_time_s') or 0.0):7.3f} "
-            + mem_cell(r, f"{'-' if mem is None else f'{float(mem) / 2**30:.1f}':>8}")
-        )
-    for label, why in failures.items():
-        lines.append(wrap(f"failed {label}: {why}"))
-    if any(tight(best.report) for _, best, _, _, _ in ranked):
-        lines.append(tight_line())
-    if tied:
-        lines.append(tie_legend(level, "fastest system"))
-    for label, *_ in ranked:
-        iv = ivs.get(label)
-        if iv is not None:
-            lines.append(f"  {label}: {pct} range {basis_clause(iv)}")
-    lines.append("")
-    lines.append("parallel groups of each best plan:")
-    for label, best, _, gpn, dom in ranked:
-        lines.append(_groups_line(label, dict(best.plan), gpn, dom))
-    if len(ranked) >= 2:
-        (la, a, _, _, _), (lb, b, _, _, _) = ranked[0], ranked[1]
-        ta, tb = float(a.report["iteration_time_s"]), float(b.report["iteration_time_s"])
-        why = why_best([f"{la} ({a.label})", f"{lb} ({b.label})"], [a.report, b.report])
-        lines.append("")
-        if why:
-            lines.append(why)
-        tie = error_clause(
-            span(la, ta), span(lb, tb), level, bounded=bounded(ivs.get(la), ivs.get(lb))
-        )
-        lines.append(
-            f"verdict: {la} trains this job {tb / ta:.2f}x as fast as {lb} on the same "
-            f"{a.gpus} GPUs, each with its best plan" + (f"; {tie}" if tie else "")
-        )
-    return "\n".join(lines)
 
 
 #: Plan-search flags without a default of their own (``None``): the what-if predicts each

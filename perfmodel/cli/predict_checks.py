@@ -138,13 +138,19 @@ def refuse_ignored_flags(args: argparse.Namespace, sc: Any, curve: list[int] | N
 #: (``--nodes 2``) when no scenario file set them (:func:`name_the_flags`).
 _STATED_KEYS = ("gpus", "nodes")
 
+#: The stated keys' flag defaults (``--nodes`` is 1 unless given): a flag at its default was
+#: not given.
+_DEFAULTS = {"nodes": 1}
+
 
 def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) -> None:
     """Let an error about a scenario key that no scenario file set name it as its flag, as the
     user writes it (user21: ``nodes=2049``, ``global_batch:``, ``scenario.precision:`` for
     ``--nodes``, ``--global-batch``, ``--precision``): ``where`` becomes the flag, and the
     ``key=value`` of :data:`_STATED_KEYS` in its text ``--key value``. A key the file set keeps
-    its name (:func:`name_the_file` then names the file)."""
+    its name (:func:`name_the_file` then names the file), and the stated keys given as flags
+    in its text are still named as flags (rev27b item 5: a file's ``gpus = 20`` with
+    ``--nodes 2`` said "use nodes=3")."""
     where = exc.where if isinstance(exc.where, str) else ""
     key = where.removeprefix("scenario.")
     if where.startswith("-") or key not in {*flag_keys, "gpus"}:
@@ -153,14 +159,15 @@ def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str])
     from_file = {
         k for k in file_keys if getattr(args, k, None) is None or (k == "nodes" and args.nodes == 1)
     }
-    if key in from_file:
-        return
+    flagged = {k for k in _STATED_KEYS if k not in from_file}
+    if key in from_file:  # the file's key; the others given as flags are named as flags
+        flagged = {k for k in flagged if getattr(args, k, None) not in (None, _DEFAULTS.get(k))}
     msg = str(exc.args[0]) if exc.args else ""
-    for k in _STATED_KEYS:
-        if k not in from_file:
-            msg = re.sub(rf"(?<![\w*.<>-]){k}=(?=\d)", f"--{k} ", msg)
+    for k in flagged:
+        msg = re.sub(rf"(?<![\w*.<>-]){k}=(?=\d)", f"--{k} ", msg)
     exc.args = (msg, *exc.args[1:])
-    exc.where = "--" + key.replace("_", "-")
+    if key not in from_file:
+        exc.where = "--" + key.replace("_", "-")
 
 
 def name_the_file(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) -> None:

@@ -5,17 +5,17 @@ its topology become a plan, a batch split and a training recipe (:class:`Resolve
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfmodel._ints import divisors
 from perfmodel.dtypes import DType, Precision
-from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.errors import ConfigError, InfeasiblePlanError, PerfModelError
 from perfmodel.hardware import GPUSpec
 from perfmodel.host.input_pipeline import check_single_node
 from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan
 from perfmodel.parallel.recipe import Recipe, build_recipe
-from perfmodel.pipeline.inputs import topology_of
+from perfmodel.pipeline.inputs import freeze, topology_of, zoo_workload
 from perfmodel.scenario import Scenario
 from perfmodel.scenario_parse import MAX_BATCH_PER_REPLICA, Fidelity, ParsedScenario, parse_scenario
 from perfmodel.topology import Topology
@@ -112,7 +112,12 @@ def resolve(sc: Scenario) -> Resolved:
     n = _gpus_used(p, topo, sc.system, sc.nodes)
     preset = p.preset
     check_single_node(preset.name, n, topo.gpus_per_node)
-    plan, bpr = plan_for(p, n)
+    try:
+        plan, bpr = plan_for(p, n)
+    except _UnsplitBatch as exc:  # the default plan's refusal: suggest one that is accepted
+        raise InfeasiblePlanError(
+            exc.args[0] + _fewer_replicas(sc, p, n, exc.value), value=exc.value, where=exc.where
+        ) from None
     layout = preset.memory_format if p.memory_format is None else p.memory_format
     recipe = recipe_of(p, plan, topo)
     return Resolved(
@@ -236,10 +241,9 @@ def _batch_per_replica(p: ParsedScenario, dp: int, learners: int, mode: DPMode) 
             what = f"dp={dp} replicas" + (f" x {learners} learners" if split != dp else "")
             below = gb // split * split
             near = " or ".join(str(b) for b in (below, below + split) if b > 0)
-            plan = _fewer_replicas(p, dp, gb) if split == dp else ""
-            raise InfeasiblePlanError(
+            raise (_UnsplitBatch if split == dp else InfeasiblePlanError)(
                 f"global batch {gb} does not split over {what}; global batches that "
-                f"do: multiples of {split}, e.g. {near}{plan}",
+                f"do: multiples of {split}, e.g. {near}",
                 value=gb,
                 where="global_batch",
             )
@@ -257,19 +261,57 @@ def _batch_per_replica(p: ParsedScenario, dp: int, learners: int, mode: DPMode) 
     return bpr
 
 
-def _fewer_replicas(p: ParsedScenario, dp: int, gb: int) -> str:
-    """The hint of a global batch refused under the default plan, pure data parallelism (no
-    ``dp``, ``tp``, ``pp`` or ``cp`` given; user21: Llama 3 405B on 128 GPUs): the smallest
-    ``tp`` that leaves a replica count ``gb`` splits over, and the plan search; ``""`` for a
-    plan the user gave."""
+class _UnsplitBatch(InfeasiblePlanError):
+    """A global batch that does not split over the data-parallel replicas (no learners):
+    :func:`resolve` adds :func:`_fewer_replicas`'s hint, which needs the scenario."""
+
+
+def _fewer_replicas(sc: Scenario, p: ParsedScenario, n: int, gb: int) -> str:
+    """The hint of a global batch ``gb`` refused under the default plan, pure data parallelism
+    on ``n`` GPUs (no ``dp``, ``tp``, ``pp`` or ``cp`` given; user21: Llama 3 405B on 128
+    GPUs): a plan the plan checks accept, and the plan search; ``""`` for a plan the user gave.
+
+    The plan keeps the most replicas that ``gb`` splits over; of those it takes the largest
+    ``tp`` within a server (a divisor of the GPUs per node) and ``pp`` for the rest, and only
+    one :func:`_accepted` (predict's own checks: the plan, the batch split, the recipe and the
+    model's shapes at that ``tp``, e.g. ``tp`` dividing the KV heads; rev27b item 1: ``tp=32``
+    was suggested for Llama 3 405B, whose 8 KV heads refuse it). None: the plan search only.
+    """
     if p.dp is not None or p.tp != 1 or p.pp != 1 or p.cp != 1:
         return ""
-    tp = next((d for d in divisors(dp) if d > 1 and gb % (dp // d) == 0), None)
-    fit = "" if tp is None else f", e.g. tp={tp} (--plan tp={tp}) leaves dp={dp // tp}"
+    per = topology_of(sc).gpus_per_node
+    fit = ""
+    for k in (d for d in divisors(n) if d > 1 and gb % (n // d) == 0):
+        tps = [t for t in reversed(divisors(k)) if per % t == 0]
+        tp = next((t for t in tps if _accepted(sc, t, k // t)), None)
+        if tp is not None:
+            pp = k // tp
+            plan = f"tp={tp}" + (f" pp={pp}" if pp > 1 else "")
+            flag = f"tp={tp}" + (f",pp={pp}" if pp > 1 else "")
+            fit = f", e.g. {plan} (--plan {flag}) leaves dp={n // k}"
+            break
     return (
         f"; or fewer replicas than the default plan's (pure data parallelism): tensor or "
         f"pipeline parallelism{fit}, and `perfmodel compare` searches plans"
     )
+
+
+def _accepted(sc: Scenario, tp: int, pp: int) -> bool:
+    """Whether ``predict`` accepts ``sc`` with ``tp`` and ``pp``: :func:`resolve` and the
+    zoo model's build at that ``tp`` (the shape checks,
+    :func:`perfmodel.workload.zoo.transformer.check_config`) raise nothing."""
+
+    try:
+        r = resolve(replace(sc, tp=tp, pp=pp))
+        args = tuple(sorted((str(k), freeze(v)) for k, v in dict(sc.model_args).items()))
+        plan = r.plan
+        zoo_workload(
+            sc.model, r.microbatch, r.precision, tp, plan.sequence_parallel, args,
+            (plan.ep, plan.cp, plan.etp),
+        )  # fmt: skip
+    except (PerfModelError, TypeError):
+        return False
+    return True
 
 
 def recipe_of(p: ParsedScenario, plan: ParallelismPlan, topo: Topology) -> Recipe:

@@ -137,6 +137,7 @@ from operator import attrgetter
 from typing import Any
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.intervals.memory import stage_tight
 from perfmodel.parallel.straggler import straggler_wait_s
 from perfmodel.pipeline.resolve import plan_for, recipe_of
 from perfmodel.search.plans import PLAN_KEYS
@@ -904,6 +905,7 @@ class PlanScreen(ScreenGroups):
             "optimizer_time_s": optimizer,
             "memory_per_gpu_bytes": float(mem.total_bytes),
             "fits_in_memory": bool(mem.fits),
+            "memory_tight": stage_tight([mem]),  # predict's rule, on its fullest stage
             "model_flops_per_gpu_per_s": model_flops,
             "mfu": model_flops / self.peak_flops if self.peak_flops > 0 else None,
             "fidelity": "screen",

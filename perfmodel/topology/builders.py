@@ -251,23 +251,54 @@ def check_custom_only(
     desc = read_server_file(system_path(system)) if system != "calibrated" else None
     gpu = given.get("gpu") or (desc.gpu if desc is not None else None) or "GPU"
     per = given.get("gpus_per_node") or (len(desc.gpu_ids) if desc is not None else 8)
-    parts = {"gpu": gpu, "gpus_per_node": per, "intra_node": intra or "pcie4"}
+    link, card = _custom_parts(gpu)
+    parts = {"gpu": gpu, "gpus_per_node": per, "intra_node": intra or link}
     what = (
         f"{len(desc.gpu_ids)} x {desc.gpu} per server, wired as its file states"
         if desc is not None
         else "the one device of a calibration profile"
     )
-    pcie = " or ".join(
-        _system_form(s, {"gpu": gpu}, form) for s in list_systems() if _gpu_selectable(s)
-    )
+    servers = [s for s in list_systems() if s != system and _gpu_selectable(s)]
+    pcie = " or ".join(_system_form(s, {"gpu": card}, form) for s in servers if card)
     raise ConfigError(
         f"{head}{named} {verb} only a custom system (one built from parts); system {system!r} "
         f"is {what}, which {'they do' if len(keys) > 1 else 'it does'} not change. Use "
-        f"{_system_form('custom', parts, form)}, or a catalogue PCIe server whose GPU you "
-        f"choose: {pcie}",
+        f"{_system_form('custom', parts, form)}"
+        + (f", or a catalogue PCIe server whose GPU you choose: {pcie}" if pcie else ""),
         value=given[keys[0]],
         where=_origin(keys[0], form, where),
     )
+
+
+def _custom_parts(gpu: str) -> tuple[str, str | None]:
+    """The intra-node link a custom server of ``gpu`` suggests, and the PCIe card a catalogue
+    PCIe server suggests (``None``: the GPU has no PCIe variant), from the GPU catalogue's
+    fields, not its name (rev27b item 4: ``pcie4`` was suggested for every GPU, SXM parts for
+    PCIe servers). A PCIe card: itself, over its own PCIe generation (``pcie_gen``, within the
+    links :class:`~perfmodel.topology.custom.IntraNode` offers, 3-5). Another form factor: its
+    NVLink generation (``nvlink_gen``; PCIe where it has none), and the PCIe card of its vendor
+    and compute capability (the same silicon: H100 SXM5 -> H100 PCIe) nearest in memory. A
+    GPU the catalogue lacks: ``pcie4`` and the name as given."""
+    from perfmodel.hardware import get_gpu, list_gpus
+
+    try:
+        spec = get_gpu(gpu)
+    except ConfigError:  # UnknownHardwareError included: the name as given
+        return "pcie4", gpu
+    pcie = f"pcie{min(max(spec.pcie_gen or 4, 3), 5)}"
+    if spec.form_factor == "PCIe":
+        return pcie, spec.name
+    link = f"nvlink{spec.nvlink_gen}" if spec.nvlink_gen in (1, 2, 3, 4, 5) else pcie
+    cards = [
+        g
+        for g in list_gpus()
+        if g.form_factor == "PCIe"
+        and g.vendor == spec.vendor
+        and spec.compute_capability is not None
+        and g.compute_capability == spec.compute_capability
+    ]
+    card = min(cards, key=lambda g: abs(g.memory_bytes - spec.memory_bytes), default=None)
+    return link, None if card is None else card.name
 
 
 def _named(key: str, value: Any, form: KeyForm) -> str:

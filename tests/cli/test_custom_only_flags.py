@@ -22,7 +22,7 @@ def test_predict_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     )
     assert "--intra-node pcie4 describes only a custom system" in err
     assert "--system custom --gpu A100-SXM4-80GB --gpus-per-node 8 --intra-node pcie4" in err
-    assert "--system pcie-8x-server --gpu A100-SXM4-80GB" in err
+    assert "--system pcie-8x-server --gpu A100-PCIE-80GB" in err
     assert not trace.exists()
 
 
@@ -55,9 +55,13 @@ def test_compare_systems_entry_and_flag(capsys: pytest.CaptureFixture[str]) -> N
             "2",
         ],
     )
-    assert "--gpus-per-node 2 describes only a custom system; system 'dgx-a100'" in err.replace(
-        " (one built from parts)", ""
-    )
+    # rev27b item 3: it says the flag applies to every entry and suggests the entry's key
+    # (it gave predict's "--system custom --gpu ..." wording; failed before)
+    assert "--gpus-per-node 2 applies to every --systems entry, and entry 'dgx-a100'" in err
+    assert "on the custom entry alone, as its key: custom:gpu=T4:gpus_per_node=2:" in err
+    assert "--system custom" not in err
+    err = refused(capsys, [*WHATIF, "--systems", "custom:gpu=T4,dgx-a100", "--gpus-per-node", "4"])
+    assert "as its key: custom:gpu=T4:gpus_per_node=4" in err, err
 
 
 @pytest.mark.parametrize(

@@ -81,7 +81,14 @@ def test_compare_systems_search_ranks_by_cost_with_each_systems_price(capsys) ->
             "--analytic-k", "2", "--quiet", "--objective", "cost"]  # fmt: skip
     assert main([*args, "--price-per-gpu-hour", "1.5,3"]) == 0
     out = capsys.readouterr().out
-    assert "dgx-a100" in out and "dgx-h100" in out
+    # rev27b item 2: the systems rank by the objective, cost per sample at each one's price:
+    # dgx-a100 at 1.5 is cheaper than the faster dgx-h100 at 3 (it ranked, and its verdict
+    # named, dgx-h100 first by speed; failed before)
+    rows = [ln.split()[0] for ln in out.splitlines() if ln.startswith(("dgx-a100 ", "dgx-h100 "))]
+    assert rows == ["dgx-a100", "dgx-h100"], out
+    verdict = next(ln for ln in out.splitlines() if ln.startswith("verdict"))
+    assert verdict.startswith("verdict (--objective cost): dgx-a100 trains this job at 0.9")
+    assert "why dgx-h100" not in out and "cheapest per million tokens: dgx-a100" in out
     # without a price the search still refuses, naming the flags that give one
     assert main(args) == 2
     assert "needs a price" in capsys.readouterr().err
