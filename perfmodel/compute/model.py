@@ -298,6 +298,7 @@ class ComputeModel:
             shape.seq,
             shape.causal,
             generic=generic,
+            compute_capability=p.compute_capability,
         )
         if shape.causal and shape.ring_steps > 1:  # the ring's unmasked steps
             rest = attention_efficiency(
@@ -307,6 +308,7 @@ class ComputeModel:
                 shape.seq,
                 False,
                 generic=generic,
+                compute_capability=p.compute_capability,
             )
             e = ring_attention_efficiency(e, rest, shape.ring_steps)
         # the power limit scales measured tables only, not the generic pair (its own ceiling)
