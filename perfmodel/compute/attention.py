@@ -184,9 +184,25 @@ class KernelTables:
     bwd_causal: _Curve | None = None
     """The causal backward where measured; ``None``: the unmasked backward times the
     forward's causal/non-causal ratio."""
+    sliding_128: tuple[float, float] | None = None
+    """``(forward, backward)`` of a causal sliding window of 128 keys where measured
+    (:meth:`efficiency`); ``None``: a window is read from the causal tables at its span."""
 
-    def efficiency(self, head_dim: int, seq_kv: int, causal: bool) -> tuple[float, float]:
-        """(forward, backward) fraction of the dense tensor-core peak."""
+    def efficiency(
+        self, head_dim: int, seq_kv: int, causal: bool, sliding: bool = False
+    ) -> tuple[float, float]:
+        """(forward, backward) fraction of the dense tensor-core peak.
+
+        ``sliding``: a causal sliding window of ``seq_kv`` keys. Where :attr:`sliding_128` is
+        measured, a window of up to 128 keys runs at it, one of the tables' shortest length
+        (``seqs[0]``) or more at the causal tables' rate at that length, and one in between
+        at the linear interpolation in ``log2`` of the window (a stated rule, not measured)."""
+        if sliding and self.sliding_128 is not None:
+            w_f, w_b = self.sliding_128
+            f, b = self.efficiency(head_dim, seq_kv, True)
+            lo, hi = 7.0, math.log2(self.fwd_causal.seqs[0])
+            t = min(max((math.log2(max(seq_kv, 1)) - lo) / (hi - lo), 0.0), 1.0)
+            return w_f + t * (f - w_f), w_b + t * (b - w_b)
         full_f = self.fwd.at(head_dim, seq_kv)
         fwd = self.fwd_causal.at(head_dim, seq_kv) if causal else full_f
         if causal and self.bwd_causal is not None:
@@ -281,24 +297,34 @@ def _with_d64(rows: Mapping[int, tuple[float, ...]], hopper: _Curve) -> _Curve:
     return _Curve(MappingProxyType({64: r64, **rows}), _SEQ_CUDNN_BENCH)
 
 
-def _cudnn_blackwell(gpu: str, rows: Mapping[str, Mapping[int, tuple[float, ...]]]) -> KernelTables:
+def _cudnn_blackwell(
+    gpu: str,
+    rows: Mapping[str, Mapping[int, tuple[float, ...]]],
+    sliding_128: tuple[tuple[float, ...], tuple[float, ...]],
+) -> KernelTables:
     """cuDNN tables of one Blackwell GPU from ``rows[kind][head_dim]`` (kinds ``fwd``,
     ``fwd_causal``, ``bwd``, ``bwd_causal``): head dimension 128 from the ``llama3.1``
     config (64 query / 8 key-value heads), 192 from ``dsv3`` (``d_qk = 192``, ``d_vo = 128``,
-    128 heads), 64 by :func:`_with_d64`; the causal mask is ``top_left``."""
+    128 heads), 64 by :func:`_with_d64`; the causal mask is ``top_left``. ``sliding_128``:
+    the ``gpt_oss`` config's forward and backward (head dimension 64, 128 heads, causal
+    window of 128 keys, FLOP of the unmasked pairs) at 2k-16k, whose mean is taken (the
+    window's cost does not depend on the length: 153-167 / 176-188 TFLOP/s on the GB200; the
+    32k column, 104 / 186, is left out)."""
     fwd, bwd = _CUDNN_FWD, _CUDNN_BWD
+    w_f, w_b = (sum(v) / len(v) for v in sliding_128)
     return KernelTables(
         _with_d64(rows["fwd"], fwd),
         _with_d64(rows["fwd_causal"], fwd),
         _with_d64(rows["bwd"], bwd),
         f"cuDNN fused attention on {gpu}: {_CUDNN_BENCH}",
         bwd_causal=_with_d64(rows["bwd_causal"], bwd),
+        sliding_128=(w_f, w_b),
     )
 
 
 #: GB200 (compute capability 10.0): ``llama3.1/gb200/llama3.1_20260424_100750.csv``,
 #: ``dsv3/gb200/dsv3_20260424_101009.csv`` (TFLOP/s at 2k-32k; backward of MLA converted by
-#: :data:`_MLA_BWD_FLOP`).
+#: :data:`_MLA_BWD_FLOP`), ``gpt_oss/gb200/gpt_oss_20260424_100011.csv`` (sliding window).
 _CUDNN_SM100 = _cudnn_blackwell(
     "GB200 (sm100)",
     {
@@ -319,10 +345,11 @@ _CUDNN_SM100 = _cudnn_blackwell(
             192: _gb(846, 1057, 1193, 1134, 1076, k=_MLA_BWD_FLOP),
         },
     },
+    (_gb(153, 161, 165, 167), _gb(176, 182, 187, 188)),
 )
 
 #: GB300 (compute capability 10.3, Blackwell Ultra): ``llama3.1/gb300/llama3.1_20260424_100757.csv``,
-#: ``dsv3/gb300/dsv3_20260424_101002.csv``.
+#: ``dsv3/gb300/dsv3_20260424_101002.csv``, ``gpt_oss/gb300/gpt_oss_20260424_100022.csv``.
 _CUDNN_SM103 = _cudnn_blackwell(
     "GB300 (sm103)",
     {
@@ -343,6 +370,7 @@ _CUDNN_SM103 = _cudnn_blackwell(
             192: _gb(914, 1143, 1291, 1302, 1289, k=_MLA_BWD_FLOP),
         },
     },
+    (_gb(160, 167, 172, 173), _gb(184, 191, 198, 200)),
 )
 
 #: cuDNN tables of the data-centre Blackwell GPUs by compute capability: the B200 and GB200
@@ -448,6 +476,7 @@ def attention_efficiency(
     *,
     generic: tuple[float, float],
     compute_capability: tuple[int, int] | None = None,
+    sliding: bool = False,
 ) -> AttentionEfficiency:
     """Efficiency of the fused attention ``backend`` runs on ``architecture``.
 
@@ -455,7 +484,9 @@ def attention_efficiency(
     ``generic``, or no benchmark of that kernel on that GPU generation is published
     (FlashAttention-2 on Blackwell, cuDNN on Blackwell without a known compute capability or on
     the 12.x parts, any kernel before Ampere). ``compute_capability`` tells data-centre
-    Blackwell's tables apart (10.0: B200, GB200; 10.3: B300, GB300). ``sdpa-efficient`` is
+    Blackwell's tables apart (10.0: B200, GB200; 10.3: B300, GB300). ``sliding``: a causal
+    sliding window whose span is ``seq_kv`` (:meth:`KernelTables.efficiency`; only tables
+    that measured one read it). ``sdpa-efficient`` is
     :data:`SDPA_EFFICIENT_OVER_FA2` times FlashAttention-2 where FlashAttention-2 has a table,
     else half the generic pair.
 
@@ -500,7 +531,7 @@ def attention_efficiency(
             kernel,
             f"no published {kernel.value} benchmark on {architecture}: generic pair",
         )
-    f, b = tables.efficiency(head_dim, seq_kv, causal)
+    f, b = tables.efficiency(head_dim, seq_kv, causal, sliding)
     return AttentionEfficiency(f, b, kernel, tables.source, True)
 
 

@@ -133,3 +133,36 @@ def test_compute_capability_survives_a_profile_round_trip() -> None:
     assert ComputeParams.from_dict(d) == p
     old = {k: v for k, v in d.items() if k != "compute_capability"}  # a profile before it
     assert ComputeParams.from_dict(old).compute_capability is None
+
+
+def test_a_128_key_sliding_window_runs_at_the_gpt_oss_measurement() -> None:
+    # gpt_oss config (d = 64, window 128): GB200 2k-16k fwd 153/161/165/167, bwd 176-188
+    e = attention_efficiency(B.CUDNN, "Blackwell", 64, 128, True, generic=GENERIC,
+                             compute_capability=SM100, sliding=True)  # fmt: skip
+    assert (e.fwd, e.bwd) == pytest.approx(
+        ((153 + 161 + 165 + 167) / 4 / GB_PEAK, (176 + 182 + 187 + 188) / 4 / GB_PEAK)
+    )
+    # a window at the tables' shortest length reads the causal table; halfway in log2 between
+    w2k = eff(64, 2048, True, SM100)
+    win = attention_efficiency(B.CUDNN, "Blackwell", 64, 2048, True, generic=GENERIC,
+                               compute_capability=SM100, sliding=True)  # fmt: skip
+    assert (win.fwd, win.bwd) == pytest.approx(w2k)
+    mid = attention_efficiency(B.CUDNN, "Blackwell", 64, 512, True, generic=GENERIC,
+                               compute_capability=SM100, sliding=True)  # fmt: skip
+    assert mid.fwd == pytest.approx((e.fwd + w2k[0]) / 2)
+    # Hopper measured no window: its tables are read at the span as before
+    hop = attention_efficiency(B.CUDNN, "Hopper", 64, 128, True, generic=GENERIC, sliding=True)
+    span = attention_efficiency(B.CUDNN, "Hopper", 64, 128, True, generic=GENERIC)
+    assert (hop.fwd, hop.bwd) == (span.fwd, span.bwd)
+
+
+def test_gpt_oss_window_layers_are_read_as_sliding() -> None:
+    from perfmodel.compute.model import attention_shape
+
+    w = build_model("gpt_oss_120b", batch_size=1, precision="bf16", seq_len=4096)
+    shapes = {attention_shape(la) for la in w.layers if la.kind is LayerKind.ATTENTION}
+    assert {(s.seq, s.sliding) for s in shapes} == {(128, True), (4096, False)}
+    gb300 = get_gpu("GB300-288GB")
+    cm = ComputeModel(gb300, ComputeParams.for_gpu(gb300, attention_backend=B.CUDNN))
+    win = next(la for la in w.layers if la.kind is LayerKind.ATTENTION and la.gemm.m == 128)
+    assert cm.attention(win).fwd == pytest.approx((160 + 167 + 172 + 173) / 4 / GB_PEAK)
