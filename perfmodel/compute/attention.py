@@ -297,81 +297,53 @@ def _with_d64(rows: Mapping[int, tuple[float, ...]], hopper: _Curve) -> _Curve:
     return _Curve(MappingProxyType({64: r64, **rows}), _SEQ_CUDNN_BENCH)
 
 
-def _cudnn_blackwell(
-    gpu: str,
-    rows: Mapping[str, Mapping[int, tuple[float, ...]]],
-    sliding_128: tuple[tuple[float, ...], tuple[float, ...]],
-) -> KernelTables:
-    """cuDNN tables of one Blackwell GPU from ``rows[kind][head_dim]`` (kinds ``fwd``,
-    ``fwd_causal``, ``bwd``, ``bwd_causal``): head dimension 128 from the ``llama3.1``
-    config (64 query / 8 key-value heads), 192 from ``dsv3`` (``d_qk = 192``, ``d_vo = 128``,
-    128 heads), 64 by :func:`_with_d64`; the causal mask is ``top_left``. ``sliding_128``:
-    the ``gpt_oss`` config's forward and backward (head dimension 64, 128 heads, causal
-    window of 128 keys, FLOP of the unmasked pairs) at 2k-16k, whose mean is taken (the
-    window's cost does not depend on the length: 153-167 / 176-188 TFLOP/s on the GB200; the
-    32k column, 104 / 186, is left out)."""
-    fwd, bwd = _CUDNN_FWD, _CUDNN_BWD
-    w_f, w_b = (sum(v) / len(v) for v in sliding_128)
+#: The benchmark's TFLOP/s by ``(pass, head dimension)``: ``(GB200 row, GB300 row)`` at
+#: :data:`_SEQ_CUDNN_BENCH` (``fwd``/``bwd`` without mask, ``*_causal`` with ``top_left``), from
+#: ``llama3.1/gb200/llama3.1_20260424_100750.csv``, ``llama3.1/gb300/llama3.1_20260424_100757.csv``
+#: (head dimension 128: 64 query / 8 key-value heads), ``dsv3/gb200/dsv3_20260424_101009.csv``,
+#: ``dsv3/gb300/dsv3_20260424_101002.csv`` (192: ``d_qk = 192``, ``d_vo = 128``, 128 heads; the
+#: backward converted by :data:`_MLA_BWD_FLOP` where read); ``("sliding", 64)``: the
+#: ``gpt_oss/gb{200,300}/gpt_oss_20260424_1000{11,22}.csv`` forward and backward (head dimension
+#: 64, 128 heads, causal window of 128 keys, FLOP of the unmasked pairs) at 2k-16k only.
+_CUDNN_BENCH_TFLOPS: Mapping[tuple[str, int], tuple[tuple[float, ...], tuple[float, ...]]] = {
+    ("fwd", 128): ((1433, 1599, 1771, 1697, 1634), (1805, 1900, 2017, 2014, 1836)),
+    ("fwd", 192): ((1492, 1666, 1759, 1812, 1584), (1770, 1937, 2021, 2032, 1917)),
+    ("fwd_causal", 128): ((1097, 1408, 1574, 1708, 1622), (1373, 1703, 1856, 1915, 1953)),
+    ("fwd_causal", 192): ((1072, 1406, 1585, 1678, 1743), (1285, 1590, 1825, 1967, 1991)),
+    ("bwd", 128): ((1124, 1350, 1404, 1374, 1262), (1213, 1429, 1531, 1536, 1427)),
+    ("bwd", 192): ((1048, 1175, 1125, 1088, 1086), (1117, 1267, 1301, 1254, 1246)),
+    ("bwd_causal", 128): ((885, 1148, 1332, 1328, 1226), (967, 1248, 1435, 1507, 1490)),
+    ("bwd_causal", 192): ((846, 1057, 1193, 1134, 1076), (914, 1143, 1291, 1302, 1289)),
+    ("sliding_fwd", 64): ((153, 161, 165, 167), (160, 167, 172, 173)),
+    ("sliding_bwd", 64): ((176, 182, 187, 188), (184, 191, 198, 200)),
+}
+
+
+def _cudnn_blackwell(gpu: str, col: int) -> KernelTables:
+    """cuDNN tables of one Blackwell GPU, column ``col`` of :data:`_CUDNN_BENCH_TFLOPS` (0:
+    GB200, 1: GB300): head dimensions 128 and 192 as measured, 64 by :func:`_with_d64`. The
+    sliding window of 128 keys takes the mean of its 2k-16k columns (its cost does not depend
+    on the length: 153-167 / 176-188 TFLOP/s on the GB200; the 32k column, 104 / 186, is left
+    out)."""
+    b = _CUDNN_BENCH_TFLOPS
+
+    def rows(kind: str) -> dict[int, tuple[float, ...]]:
+        k = _MLA_BWD_FLOP if kind.startswith("bwd") else 1.0
+        return {128: _gb(*b[kind, 128][col]), 192: _gb(*b[kind, 192][col], k=k)}
+
+    w_f, w_b = (sum(_gb(*b[kind, 64][col])) / 4 for kind in ("sliding_fwd", "sliding_bwd"))
     return KernelTables(
-        _with_d64(rows["fwd"], fwd),
-        _with_d64(rows["fwd_causal"], fwd),
-        _with_d64(rows["bwd"], bwd),
+        _with_d64(rows("fwd"), _CUDNN_FWD),
+        _with_d64(rows("fwd_causal"), _CUDNN_FWD),
+        _with_d64(rows("bwd"), _CUDNN_BWD),
         f"cuDNN fused attention on {gpu}: {_CUDNN_BENCH}",
-        bwd_causal=_with_d64(rows["bwd_causal"], bwd),
+        bwd_causal=_with_d64(rows("bwd_causal"), _CUDNN_BWD),
         sliding_128=(w_f, w_b),
     )
 
 
-#: GB200 (compute capability 10.0): ``llama3.1/gb200/llama3.1_20260424_100750.csv``,
-#: ``dsv3/gb200/dsv3_20260424_101009.csv`` (TFLOP/s at 2k-32k; backward of MLA converted by
-#: :data:`_MLA_BWD_FLOP`), ``gpt_oss/gb200/gpt_oss_20260424_100011.csv`` (sliding window).
-_CUDNN_SM100 = _cudnn_blackwell(
-    "GB200 (sm100)",
-    {
-        "fwd": {
-            128: _gb(1433, 1599, 1771, 1697, 1634),
-            192: _gb(1492, 1666, 1759, 1812, 1584),
-        },
-        "fwd_causal": {
-            128: _gb(1097, 1408, 1574, 1708, 1622),
-            192: _gb(1072, 1406, 1585, 1678, 1743),
-        },
-        "bwd": {
-            128: _gb(1124, 1350, 1404, 1374, 1262),
-            192: _gb(1048, 1175, 1125, 1088, 1086, k=_MLA_BWD_FLOP),
-        },
-        "bwd_causal": {
-            128: _gb(885, 1148, 1332, 1328, 1226),
-            192: _gb(846, 1057, 1193, 1134, 1076, k=_MLA_BWD_FLOP),
-        },
-    },
-    (_gb(153, 161, 165, 167), _gb(176, 182, 187, 188)),
-)
-
-#: GB300 (compute capability 10.3, Blackwell Ultra): ``llama3.1/gb300/llama3.1_20260424_100757.csv``,
-#: ``dsv3/gb300/dsv3_20260424_101002.csv``, ``gpt_oss/gb300/gpt_oss_20260424_100022.csv``.
-_CUDNN_SM103 = _cudnn_blackwell(
-    "GB300 (sm103)",
-    {
-        "fwd": {
-            128: _gb(1805, 1900, 2017, 2014, 1836),
-            192: _gb(1770, 1937, 2021, 2032, 1917),
-        },
-        "fwd_causal": {
-            128: _gb(1373, 1703, 1856, 1915, 1953),
-            192: _gb(1285, 1590, 1825, 1967, 1991),
-        },
-        "bwd": {
-            128: _gb(1213, 1429, 1531, 1536, 1427),
-            192: _gb(1117, 1267, 1301, 1254, 1246, k=_MLA_BWD_FLOP),
-        },
-        "bwd_causal": {
-            128: _gb(967, 1248, 1435, 1507, 1490),
-            192: _gb(914, 1143, 1291, 1302, 1289, k=_MLA_BWD_FLOP),
-        },
-    },
-    (_gb(160, 167, 172, 173), _gb(184, 191, 198, 200)),
-)
+_CUDNN_SM100 = _cudnn_blackwell("GB200 (sm100)", 0)
+_CUDNN_SM103 = _cudnn_blackwell("GB300 (sm103, Blackwell Ultra)", 1)
 
 #: cuDNN tables of the data-centre Blackwell GPUs by compute capability: the B200 and GB200
 #: (10.0) read the GB200's, the B300 and GB300 (10.3) the GB300's, as fractions of each GPU's own

@@ -91,19 +91,12 @@ def test_efficiencies_are_fractions(cc: tuple[int, int], d: int, s: int) -> None
         assert 0 < f <= 1 and 0 < b <= 1
 
 
+#: One small Llama block at 8k tokens, head dimension 1024 / 8 = 128.
+SMALL_LLAMA_8K = dict(hidden=1024, layers=1, heads=8, kv_heads=8, ffn_hidden=2048, vocab=1024)
+
+
 def _attention_layer():
-    w = build_model(
-        "llama",
-        batch_size=1,
-        precision="bf16",
-        hidden=1024,
-        layers=1,
-        heads=8,
-        kv_heads=8,
-        ffn_hidden=2048,
-        vocab=1024,
-        seq_len=8192,
-    )
+    w = build_model("llama", batch_size=1, precision="bf16", seq_len=8192, **SMALL_LLAMA_8K)
     return next(la for la in w.layers if la.kind is LayerKind.ATTENTION)
 
 
