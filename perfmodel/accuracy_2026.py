@@ -25,6 +25,9 @@ of ``modern.jsonl``'s Megatron-Bridge rows): Llama 3 70B, Llama 3.1 405B, DeepSe
   in-place cross entropy (:data:`~perfmodel.accuracy_modern.MBRIDGE_SOFTWARE_OPTIONS`);
 * MoE rows: the token dispatcher and the all-to-all overlap of each recipe
   (:data:`MOE_RECIPES_2026`), force-balanced and dropless as the document's footnote says;
+* pipeline layouts: the layout a row's recipe states (Megatron-Core
+  ``pipeline_model_parallel_layout``, :data:`PIPELINE_LAYOUTS_2026`: DeepSeek-V3 and Kimi K2),
+  not the time-balanced cut;
 * not mapped: hybrid Mamba-2/attention models (Nemotron 3, not in the zoo) and Muon (Kimi K2:
   its one momentum buffer is the ``momentum`` optimizer's state, its Newton-Schulz iterations are
   not modelled, so the row is mapped with that caveat in its note; its routing is one group,
@@ -251,6 +254,39 @@ def moe_recipe(row: Mapping[str, Any]) -> MoeRecipe2026 | None:
     return None
 
 
+_DSV3 = (
+    "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 src/megatron/bridge/"
+    "recipes/deepseek/deepseek_v3.py set_deepseek_v3_pipeline_model_parallel_layout layout_map"
+)
+
+#: Pipeline layouts the rows' recipes state (Megatron-Core ``pipeline_model_parallel_layout``,
+#: ``Scenario.pipeline_layout``), by row id, with their source: a base config's ``pp_layout``,
+#: else (``pp_layout`` unset: ``deepseek_llm_pretrain.py`` / ``kimi_llm_pretrain.py`` recompute
+#: it) the recipe's map by ``(pp, vp)``. The DeepSeek-V3 layouts end with ``mtp`` + ``loss``
+#: (``mtp_num_layers = 1``); Kimi K2's with ``loss`` alone.
+PIPELINE_LAYOUTS_2026: Mapping[str, tuple[str, str]] = {
+    "mbridge-260401-gb200-dsv3-256g-mxfp8-tokens": (
+        "Et*4|(t*4|)*14tmL",
+        _DSV3 + "[(4, 4)] (DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_V2 sets no pp_layout)",
+    ),
+    "mbridge-260401-gb300-dsv3-256g-mxfp8-tokens": (
+        "Et*4|(t*4|)*14tmL",
+        _CFG + "deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1 "
+        "pp_layout (V2 inherits it)",
+    ),
+    "mbridge-260401-b300-dsv3-256g-mxfp8-tokens": (
+        "Et*8|(t*8|)*6t*5mL",
+        _DSV3 + "[(8, 1)] (DEEPSEEK_V3_PRETRAIN_CONFIG_B300_V2: pp 8, no vp, no pp_layout)",
+    ),
+    "mbridge-260401-gb300-kimi-k2-256g-mxfp8-tokens": (
+        "Et*4|(t*4|)*14tL",
+        "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 src/megatron/"
+        "bridge/recipes/kimi/kimi_k2.py _get_kimi_k2_pipeline_layout[(4, 4)] "
+        "(KIMI_K2_PRETRAIN_CONFIG_GB300 sets no pp_layout)",
+    ),
+}
+
+
 def map_row(row: Mapping[str, Any]) -> Scenario | str:
     """A :class:`Scenario` for a ``systems2026.jsonl`` row, or why it is not mapped."""
     if row["metric"] != "tokens_per_s_per_gpu":
@@ -304,6 +340,9 @@ def map_row(row: Mapping[str, Any]) -> Scenario | str:
     recipe = moe_recipe(row)
     if recipe is not None:
         sc = replace(sc, moe_dispatcher=recipe.dispatcher, ep_overlap=recipe.ep_overlap)
+    layout = PIPELINE_LAYOUTS_2026.get(str(row["id"]))
+    if layout is not None:
+        sc = replace(sc, pipeline_layout=layout[0])
     return sc
 
 

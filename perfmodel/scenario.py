@@ -126,6 +126,11 @@ class Scenario:
     comma-separated (``core_attn``, ``mla_up_proj``, ``mlp``, ``moe_act``:
     :class:`~perfmodel.workload.memory.RecomputeModule`); ``None``: the software preset's
     selective rule."""
+    pipeline_layout: str | None = None
+    """Which layers each pipeline chunk holds, as Megatron-Core's
+    ``pipeline_model_parallel_layout`` string (``Et*4|(t*4|)*14tmL``:
+    :mod:`perfmodel.parallel.pp_layout`; ``pp x interleave`` chunks, chunk ``s`` on stage
+    ``s % pp``); ``None``: chunks balanced on the layers' times."""
     software_options: Mapping[str, Any] = field(default_factory=dict)
     """Knobs of the stack set beside its preset, by name (``--software-option KEY=VALUE``;
     :data:`perfmodel.parallel.software.SOFTWARE_OPTIONS`: ``tp_comm_overlap``,
@@ -210,10 +215,13 @@ class Scenario:
 
         The value ``dataclasses.asdict`` gives (a field of text, number, flag or ``None`` is
         itself; any other value a deep copy), without its generic walk: a scenario's hash and
-        report read it on every prediction (issue 14)."""
+        report read it on every prediction (issue 14). ``pipeline_layout`` is left out while
+        ``None`` (a scenario without a stated layout keeps the hash it had before the key)."""
         d = {}
         for name in _FIELD_NAMES:
             v = getattr(self, name)
+            if name == "pipeline_layout" and v is None:
+                continue
             if name in ("model_args", "software_options"):
                 d[name] = dict(v)
             elif name == "nccl_env":  # the pairs: JSON, and one hash wherever they were stated

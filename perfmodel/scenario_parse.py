@@ -38,6 +38,7 @@ from perfmodel.parallel.plan import (
     PSHost,
     Recompute,
 )
+from perfmodel.parallel.pp_layout import PipelineLayout, parse_pipeline_layout
 from perfmodel.parallel.software import SoftwarePreset, get_preset, with_software_options
 from perfmodel.workload.kernels import Fp8Recipe
 from perfmodel.workload.memory import Optimizer, RecomputeModule
@@ -121,6 +122,7 @@ class ParsedScenario:
     compile: bool | None = None
     fp8_recipe: Fp8Recipe | None = None
     recompute_modules: frozenset | None = None
+    pipeline_layout: PipelineLayout | None = None
 
 
 def _where(name: str) -> str:
@@ -326,6 +328,9 @@ def parse_scenario(sc: Scenario) -> ParsedScenario:
         if sc.fp8_recipe is None
         else Fp8Recipe.parse(sc.fp8_recipe, where=_where("fp8_recipe")),
         recompute_modules=_recompute_modules(sc),
+        pipeline_layout=None
+        if sc.pipeline_layout is None
+        else parse_pipeline_layout(sc.pipeline_layout, where=_where("pipeline_layout")),
     )
 
 

@@ -89,6 +89,13 @@ def register(subparsers: Any) -> None:
         "only; docs/workload.md)",
     )
     p.add_argument("--plan", help=PLAN_HELP)
+    p.add_argument(
+        "--pipeline-layout",
+        help="layers of each pipeline chunk, as Megatron-Core's --pipeline-model-parallel-layout "
+        "string ('Et*4|(t*4|)*14tmL': E embedding, t decoder layer, m MTP depth, L loss, "
+        "'|' between the pp x interleave chunks; default: chunks balanced on the layers' times; "
+        "docs/predict.md)",
+    )
     p.add_argument("--recompute", choices=RECOMPUTE)
     add_quiet_arg(p)
     _add_software_args(p)
@@ -218,6 +225,7 @@ _FLAG_KEYS = (
     "global_batch",
     "precision",
     "fp8_recipe",
+    "pipeline_layout",
     "compile",
     "recompute",
     "sequence_parallel",

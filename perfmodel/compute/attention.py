@@ -22,6 +22,15 @@ Sources (numbers read off the bar labels of the figures):
   and the backward up to 63% of the A100's peak. The FlashAttention-2 kernels are the same
   (sm80) code on Hopper, so their Hopper curve, normalised to its own maximum, gives the shape
   in head dimension, length and mask (an assumption, stated where used).
+* Data-centre Blackwell (GB200, compute capability 10.0; GB300, 10.3): NVIDIA's cuDNN frontend
+  training benchmark, ``benchmark/sdpa_benchmark_training/results/`` at NVIDIA/cudnn-frontend
+  @3929da2 (cuDNN 9.22, BF16; CSV columns, not figures): forward and backward, with and
+  without the causal mask, 2k-32k tokens, head dimension 128 (Llama 3.1) and 192/128
+  (DeepSeek-V3's MLA). Its FLOP count is this module's (causal pairs ``s (s + 1) / 2``
+  against ``s^2 / 2``: under 0.05% at 2k); its MLA backward counts ``3 d_qk + 2 d_vo`` per
+  pair and head, converted to 2.5x the forward. Head dimension 64 is not in it: head dimension
+  128's times the Hopper cuDNN curve's 64/128 ratio (an assumption, stated where used).
+  Like the Hopper figures these are short (10-iteration) kernel runs, not power-settled.
 
 Where a figure is missing, the gap is filled by a stated rule: the causal forward at head
 dimension 64 takes the causal/non-causal ratio of head dimension 128; the causal backward takes
@@ -70,30 +79,32 @@ class AttentionBackend(str, ParsedEnum, where="attention_backend"):
 
 @dataclass(frozen=True)
 class _Curve:
-    """Efficiencies by head dimension (rows) and sequence length (columns, :data:`_SEQ`)."""
+    """Efficiencies by head dimension (rows) and sequence length (columns, ``seqs``: powers of
+    two, each twice the one before; :data:`_SEQ` unless stated)."""
 
     by_head_dim: Mapping[int, tuple[float, ...]]
+    seqs: tuple[int, ...] = _SEQ
 
     def at(self, head_dim: int, seq: int) -> float:
         dims = sorted(self.by_head_dim)
         x = _clamped_log2(head_dim, dims[0], dims[-1])
         lo = max((d for d in dims if math.log2(d) <= x), default=dims[0])
         hi = min((d for d in dims if math.log2(d) >= x), default=dims[-1])
-        v_lo = _interp_seq(self.by_head_dim[lo], seq)
+        v_lo = _interp_seq(self.by_head_dim[lo], seq, self.seqs)
         if hi == lo:
             return v_lo
         t = (x - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
-        return v_lo + t * (_interp_seq(self.by_head_dim[hi], seq) - v_lo)
+        return v_lo + t * (_interp_seq(self.by_head_dim[hi], seq, self.seqs) - v_lo)
 
 
 def _clamped_log2(v: float, lo: float, hi: float) -> float:
     return math.log2(min(max(float(v), lo), hi))
 
 
-def _interp_seq(row: tuple[float, ...], seq: int) -> float:
-    x = _clamped_log2(seq, _SEQ[0], _SEQ[-1])
-    i = min(int(x - math.log2(_SEQ[0])), len(_SEQ) - 2)
-    t = x - math.log2(_SEQ[i])
+def _interp_seq(row: tuple[float, ...], seq: int, seqs: tuple[int, ...] = _SEQ) -> float:
+    x = _clamped_log2(seq, seqs[0], seqs[-1])
+    i = min(int(x - math.log2(seqs[0])), len(seqs) - 2)
+    t = x - math.log2(seqs[i])
     return row[i] + t * (row[i + 1] - row[i])
 
 
@@ -170,14 +181,36 @@ class KernelTables:
     source: str
     scale_fwd: float = 1.0
     scale_bwd: float = 1.0
+    bwd_causal: _Curve | None = None
+    """The causal backward where measured; ``None``: the unmasked backward times the
+    forward's causal/non-causal ratio."""
+    sliding_128: tuple[float, float] | None = None
+    """``(forward, backward)`` of a causal sliding window of 128 keys where measured
+    (:meth:`efficiency`); ``None``: a window is read from the causal tables at its span."""
 
-    def efficiency(self, head_dim: int, seq_kv: int, causal: bool) -> tuple[float, float]:
-        """(forward, backward) fraction of the dense tensor-core peak."""
+    def efficiency(
+        self, head_dim: int, seq_kv: int, causal: bool, sliding: bool = False
+    ) -> tuple[float, float]:
+        """(forward, backward) fraction of the dense tensor-core peak.
+
+        ``sliding``: a causal sliding window of ``seq_kv`` keys. Where :attr:`sliding_128` is
+        measured, a window of up to 128 keys runs at it, one of the tables' shortest length
+        (``seqs[0]``) or more at the causal tables' rate at that length, and one in between
+        at the linear interpolation in ``log2`` of the window (a stated rule, not measured)."""
+        if sliding and self.sliding_128 is not None:
+            w_f, w_b = self.sliding_128
+            f, b = self.efficiency(head_dim, seq_kv, True)
+            lo, hi = 7.0, math.log2(self.fwd_causal.seqs[0])
+            t = min(max((math.log2(max(seq_kv, 1)) - lo) / (hi - lo), 0.0), 1.0)
+            return w_f + t * (f - w_f), w_b + t * (b - w_b)
         full_f = self.fwd.at(head_dim, seq_kv)
         fwd = self.fwd_causal.at(head_dim, seq_kv) if causal else full_f
-        bwd = self.bwd.at(head_dim, seq_kv)
-        if causal:  # the backward takes the forward's causal/non-causal ratio
-            bwd *= fwd / full_f
+        if causal and self.bwd_causal is not None:
+            bwd = self.bwd_causal.at(head_dim, seq_kv)
+        else:
+            bwd = self.bwd.at(head_dim, seq_kv)
+            if causal:  # the backward takes the forward's causal/non-causal ratio
+                bwd *= fwd / full_f
         return fwd * self.scale_fwd, bwd * self.scale_bwd
 
 
@@ -230,10 +263,109 @@ _MATH_TABLES = KernelTables(
 )
 
 
-def _tables(backend: AttentionBackend, architecture: str) -> KernelTables | None:
-    """Tables of a concrete backend on an architecture, ``None`` where none is published."""
+# -- Blackwell, cuDNN frontend training benchmark (TFLOP/s on GB200 / GB300, BF16) ---------------
+#: Source of the Blackwell cuDNN tables: the CSVs of NVIDIA's own cuDNN attention benchmark.
+_CUDNN_BENCH = (
+    "NVIDIA/cudnn-frontend @3929da2 benchmark/sdpa_benchmark_training/results/ (cuDNN "
+    "backend 9.22.0, frontend 1.21.1, 2026-04-24; BF16, batch 2, non-deterministic backward; "
+    "FLOP: 2 x unmasked pairs x heads x (d_qk + d_vo) forward, x (3 d_qk + 2 d_vo) backward)"
+)
+
+#: Sequence lengths of the cuDNN frontend benchmark.
+_SEQ_CUDNN_BENCH = (2048, 4096, 8192, 16384, 32768)
+
+#: Dense BF16 peak of the GB200 and the GB300 (catalogue, TFLOP/s), the benchmark's GPUs.
+_GB_PEAK_TFLOPS = 2500.0
+
+#: Backward FLOP of multi-head latent attention (``d_qk = 192``, ``d_vo = 128``) in this
+#: module's convention (2.5 x forward, ``2.5 (192 + 128) = 800`` per pair and head) over the
+#: benchmark's (``3 x 192 + 2 x 128 = 832``).
+_MLA_BWD_FLOP = 800.0 / 832.0
+
+
+def _gb(*tflops: float, k: float = 1.0) -> tuple[float, ...]:
+    return tuple(k * v / _GB_PEAK_TFLOPS for v in tflops)
+
+
+def _with_d64(rows: Mapping[int, tuple[float, ...]], hopper: _Curve) -> _Curve:
+    """A Blackwell curve whose head dimension 64, not in the benchmark, is head dimension 128's
+    times the Hopper cuDNN curve's 64/128 ratio at the same length (an assumption: the
+    Hopper ratio carried over, lengths above 16k at 16k's)."""
+    r64 = tuple(
+        hopper.at(64, s) / hopper.at(128, s) * v for s, v in zip(_SEQ_CUDNN_BENCH, rows[128])
+    )
+    return _Curve(MappingProxyType({64: r64, **rows}), _SEQ_CUDNN_BENCH)
+
+
+#: The benchmark's TFLOP/s by ``(pass, head dimension)``: ``(GB200 row, GB300 row)`` at
+#: :data:`_SEQ_CUDNN_BENCH` (``fwd``/``bwd`` without mask, ``*_causal`` with ``top_left``), from
+#: ``llama3.1/gb200/llama3.1_20260424_100750.csv``, ``llama3.1/gb300/llama3.1_20260424_100757.csv``
+#: (head dimension 128: 64 query / 8 key-value heads), ``dsv3/gb200/dsv3_20260424_101009.csv``,
+#: ``dsv3/gb300/dsv3_20260424_101002.csv`` (192: ``d_qk = 192``, ``d_vo = 128``, 128 heads; the
+#: backward converted by :data:`_MLA_BWD_FLOP` where read); ``("sliding", 64)``: the
+#: ``gpt_oss/gb{200,300}/gpt_oss_20260424_1000{11,22}.csv`` forward and backward (head dimension
+#: 64, 128 heads, causal window of 128 keys, FLOP of the unmasked pairs) at 2k-16k only.
+_CUDNN_BENCH_TFLOPS: Mapping[tuple[str, int], tuple[tuple[float, ...], tuple[float, ...]]] = {
+    ("fwd", 128): ((1433, 1599, 1771, 1697, 1634), (1805, 1900, 2017, 2014, 1836)),
+    ("fwd", 192): ((1492, 1666, 1759, 1812, 1584), (1770, 1937, 2021, 2032, 1917)),
+    ("fwd_causal", 128): ((1097, 1408, 1574, 1708, 1622), (1373, 1703, 1856, 1915, 1953)),
+    ("fwd_causal", 192): ((1072, 1406, 1585, 1678, 1743), (1285, 1590, 1825, 1967, 1991)),
+    ("bwd", 128): ((1124, 1350, 1404, 1374, 1262), (1213, 1429, 1531, 1536, 1427)),
+    ("bwd", 192): ((1048, 1175, 1125, 1088, 1086), (1117, 1267, 1301, 1254, 1246)),
+    ("bwd_causal", 128): ((885, 1148, 1332, 1328, 1226), (967, 1248, 1435, 1507, 1490)),
+    ("bwd_causal", 192): ((846, 1057, 1193, 1134, 1076), (914, 1143, 1291, 1302, 1289)),
+    ("sliding_fwd", 64): ((153, 161, 165, 167), (160, 167, 172, 173)),
+    ("sliding_bwd", 64): ((176, 182, 187, 188), (184, 191, 198, 200)),
+}
+
+
+def _cudnn_blackwell(gpu: str, col: int) -> KernelTables:
+    """cuDNN tables of one Blackwell GPU, column ``col`` of :data:`_CUDNN_BENCH_TFLOPS` (0:
+    GB200, 1: GB300): head dimensions 128 and 192 as measured, 64 by :func:`_with_d64`. The
+    sliding window of 128 keys takes the mean of its 2k-16k columns (its cost does not depend
+    on the length: 153-167 / 176-188 TFLOP/s on the GB200; the 32k column, 104 / 186, is left
+    out)."""
+    b = _CUDNN_BENCH_TFLOPS
+
+    def rows(kind: str) -> dict[int, tuple[float, ...]]:
+        k = _MLA_BWD_FLOP if kind.startswith("bwd") else 1.0
+        return {128: _gb(*b[kind, 128][col]), 192: _gb(*b[kind, 192][col], k=k)}
+
+    w_f, w_b = (sum(_gb(*b[kind, 64][col])) / 4 for kind in ("sliding_fwd", "sliding_bwd"))
+    return KernelTables(
+        _with_d64(rows("fwd"), _CUDNN_FWD),
+        _with_d64(rows("fwd_causal"), _CUDNN_FWD),
+        _with_d64(rows("bwd"), _CUDNN_BWD),
+        f"cuDNN fused attention on {gpu}: {_CUDNN_BENCH}",
+        bwd_causal=_with_d64(rows("bwd_causal"), _CUDNN_BWD),
+        sliding_128=(w_f, w_b),
+    )
+
+
+_CUDNN_SM100 = _cudnn_blackwell("GB200 (sm100)", 0)
+_CUDNN_SM103 = _cudnn_blackwell("GB300 (sm103, Blackwell Ultra)", 1)
+
+#: cuDNN tables of the data-centre Blackwell GPUs by compute capability: the B200 and GB200
+#: (10.0) read the GB200's, the B300 and GB300 (10.3) the GB300's, as fractions of each GPU's own
+#: dense BF16 peak (the B200's and B300's 2250 TFLOP/s datasheet peaks against the GB200's and
+#: GB300's 2500: the same dies at a lower power limit). Compute capability 12.x (RTX 50xx,
+#: RTX PRO 6000) runs other kernels (no tensor memory): none published, the generic pair.
+_CUDNN_BLACKWELL: Mapping[tuple[int, int], KernelTables] = MappingProxyType(
+    {(10, 0): _CUDNN_SM100, (10, 3): _CUDNN_SM103}
+)
+
+
+def _tables(
+    backend: AttentionBackend,
+    architecture: str,
+    compute_capability: tuple[int, int] | None = None,
+) -> KernelTables | None:
+    """Tables of a concrete backend on an architecture (and compute capability, which tells
+    Blackwell's generations apart), ``None`` where none is published."""
     if backend is AttentionBackend.SDPA_MATH:
         return _MATH_TABLES
+    if architecture == "Blackwell" and backend is AttentionBackend.CUDNN:
+        return _CUDNN_BLACKWELL.get(compute_capability) if compute_capability else None
     if architecture == "Hopper":
         return {
             AttentionBackend.FLASH_ATTENTION_2: _FA2_TABLES,
@@ -315,12 +447,18 @@ def attention_efficiency(
     causal: bool,
     *,
     generic: tuple[float, float],
+    compute_capability: tuple[int, int] | None = None,
+    sliding: bool = False,
 ) -> AttentionEfficiency:
     """Efficiency of the fused attention ``backend`` runs on ``architecture``.
 
     ``generic`` is the ``(forward, backward)`` pair used where no table applies: the backend is
-    ``generic``, or no benchmark of that kernel on that GPU generation is published (cuDNN and
-    FlashAttention-3 on Blackwell, any kernel before Ampere). ``sdpa-efficient`` is
+    ``generic``, or no benchmark of that kernel on that GPU generation is published
+    (FlashAttention-2 on Blackwell, cuDNN on Blackwell without a known compute capability or on
+    the 12.x parts, any kernel before Ampere). ``compute_capability`` tells data-centre
+    Blackwell's tables apart (10.0: B200, GB200; 10.3: B300, GB300). ``sliding``: a causal
+    sliding window whose span is ``seq_kv`` (:meth:`KernelTables.efficiency`; only tables
+    that measured one read it). ``sdpa-efficient`` is
     :data:`SDPA_EFFICIENT_OVER_FA2` times FlashAttention-2 where FlashAttention-2 has a table,
     else half the generic pair.
 
@@ -328,6 +466,10 @@ def attention_efficiency(
     ...                          generic=(0.5, 0.24))
     >>> e.backend.value, round(e.fwd, 3), round(e.bwd, 3)
     ('fa2', 0.337, 0.289)
+    >>> e = attention_efficiency(AttentionBackend.CUDNN, "Blackwell", 128, 8192, True,
+    ...                          generic=(0.5, 0.24), compute_capability=(10, 0))
+    >>> round(e.fwd * 2500), round(e.bwd * 2500)   # GB200 TFLOP/s, cuDNN benchmark CSV
+    (1574, 1332)
 
     Raises
     ------
@@ -353,7 +495,7 @@ def attention_efficiency(
             src = fa2.source
         k = SDPA_EFFICIENT_OVER_FA2
         return AttentionEfficiency(f * k, b * k, kernel, f"{k} x ({src})", fa2 is not None)
-    tables = _tables(kernel, architecture)
+    tables = _tables(kernel, architecture, compute_capability)
     if tables is None:
         return AttentionEfficiency(
             generic[0],
@@ -361,7 +503,7 @@ def attention_efficiency(
             kernel,
             f"no published {kernel.value} benchmark on {architecture}: generic pair",
         )
-    f, b = tables.efficiency(head_dim, seq_kv, causal)
+    f, b = tables.efficiency(head_dim, seq_kv, causal, sliding)
     return AttentionEfficiency(f, b, kernel, tables.source, True)
 
 

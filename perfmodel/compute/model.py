@@ -80,13 +80,16 @@ class AttentionShape:
     ``cp`` steps is a local-by-local block, so the local length). ``ring_steps``: the kernel
     calls of a ring context-parallel attention (``cp``; 1 without), whose first is the causal
     block and the others unmasked when ``causal``
-    (:func:`~perfmodel.compute.attention.ring_attention_efficiency`).
+    (:func:`~perfmodel.compute.attention.ring_attention_efficiency`). ``sliding``: a causal
+    sliding window of ``seq`` keys (the block ``GemmShape(span, 2 span, ...)`` of
+    :meth:`perfmodel.workload._net.Net.attention`).
     """
 
     head_dim: int
     seq: int
     causal: bool
     ring_steps: int = 1
+    sliding: bool = False
 
 
 def attention_shape(layer: LayerCost) -> AttentionShape:
@@ -96,7 +99,8 @@ def attention_shape(layer: LayerCost) -> AttentionShape:
     kernel call's block ``GemmShape(m=s, n=s, k=d, batch=b h)``, ``ring_steps = cp`` and forward
     FLOP ``2 b s (s cp) h (d + d_v)``, halved under a causal mask; the mask is read from the
     ratio of one call's FLOP (``fwd_flop / ring_steps``) to the block's
-    (:data:`_CAUSAL_FLOP_RATIO`).
+    (:data:`_CAUSAL_FLOP_RATIO`). A causal block of twice as many keys as queries is a sliding
+    window's (``GemmShape(span, 2 span, d, ...)``, :func:`perfmodel.workload._net_shapes._window_gemm`).
 
     >>> from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind
     >>> att = LayerCost(name="a", kind=LayerKind.ATTENTION, fwd_flop=2 * 8 * 1024**2 * 128,
@@ -104,13 +108,13 @@ def attention_shape(layer: LayerCost) -> AttentionShape:
     ...                 bwd_bytes=1.0, activation_bytes=1.0, output_shape=(1,),
     ...                 gemm=GemmShape(1024, 1024, 128, 8))
     >>> attention_shape(att)
-    AttentionShape(head_dim=128, seq=1024, causal=True, ring_steps=1)
+    AttentionShape(head_dim=128, seq=1024, causal=True, ring_steps=1, sliding=False)
 
     The same block as step 0 of a causal ring of 4 (four calls of equal FLOP):
 
     >>> from dataclasses import replace
     >>> attention_shape(replace(att, fwd_flop=4 * att.fwd_flop, ring_steps=4))
-    AttentionShape(head_dim=128, seq=1024, causal=True, ring_steps=4)
+    AttentionShape(head_dim=128, seq=1024, causal=True, ring_steps=4, sliding=False)
     """
     g = layer.gemm
     assert g is not None
@@ -118,7 +122,11 @@ def attention_shape(layer: LayerCost) -> AttentionShape:
     steps = max(int(layer.ring_steps), 1)
     causal = gemm_flop > 0 and layer.fwd_flop / (steps * gemm_flop) < _CAUSAL_FLOP_RATIO
     return AttentionShape(
-        head_dim=max(int(g.k), 1), seq=max(int(g.m), 1), causal=causal, ring_steps=steps
+        head_dim=max(int(g.k), 1),
+        seq=max(int(g.m), 1),
+        causal=causal,
+        ring_steps=steps,
+        sliding=causal and g.n == 2 * g.m,
     )
 
 
@@ -298,6 +306,8 @@ class ComputeModel:
             shape.seq,
             shape.causal,
             generic=generic,
+            compute_capability=p.compute_capability,
+            sliding=shape.sliding,
         )
         if shape.causal and shape.ring_steps > 1:  # the ring's unmasked steps
             rest = attention_efficiency(
@@ -307,6 +317,7 @@ class ComputeModel:
                 shape.seq,
                 False,
                 generic=generic,
+                compute_capability=p.compute_capability,
             )
             e = ring_attention_efficiency(e, rest, shape.ring_steps)
         # the power limit scales measured tables only, not the generic pair (its own ceiling)

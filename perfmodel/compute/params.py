@@ -324,6 +324,11 @@ class ComputeParams:
         tutorial "Channels Last Memory Format"; NVIDIA "Convolutional Layers User's Guide",
         section "Tensor layouts"), which the model charges as one extra read and write of both
         tensors per pass at the memory rate. CUDA-core (FP32) kernels are native in NCHW.
+    compute_capability
+        The GPU's CUDA compute capability (:attr:`perfmodel.hardware.GPUSpec.compute_capability`;
+        ``None``: not known, e.g. a profile written before it was recorded). The fused-attention
+        tables of data-centre Blackwell are per generation, 10.0 (B200, GB200) and 10.3 (B300,
+        GB300) (:func:`perfmodel.compute.attention.attention_efficiency`).
     """
 
     gpu: str
@@ -355,6 +360,7 @@ class ComputeParams:
     fp32_conv_tf32: bool = False
     conv_layout: str = "nhwc"
     architecture: str = ""
+    compute_capability: tuple[int, int] | None = None
     source: str = "datasheet peaks x documented efficiency model (perfmodel.compute.params)"
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -464,6 +470,7 @@ class ComputeParams:
             memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
             sm_count=gpu.sm_count,
             architecture=gpu.architecture,
+            compute_capability=gpu.compute_capability,
             gemm_ceilings=ceilings,
             gemm_ceiling_basis=basis,
             fp8_split_accumulation=split,
@@ -502,6 +509,8 @@ class ComputeParams:
                 v = v.value
             elif f.name == "extra":
                 v = dict(v)
+            elif f.name == "compute_capability" and v is not None:
+                v = list(v)
             out[f.name] = v
         return out
 
@@ -537,6 +546,9 @@ class ComputeParams:
             kw["elementwise_flop_dtype"] = DType.parse(kw["elementwise_flop_dtype"])
         if "extra" in kw:
             kw["extra"] = MappingProxyType(dict(kw["extra"]))
+        if kw.get("compute_capability") is not None:
+            major, minor = kw["compute_capability"]
+            kw["compute_capability"] = (int(major), int(minor))
         return cls(**kw)
 
     def k_overhead_for(self, dtype: DType, rate_flops: float) -> float:

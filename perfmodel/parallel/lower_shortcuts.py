@@ -49,7 +49,7 @@ from perfmodel.parallel.lowering import (
     chunk_of_another_plan,
     keep_chunk,
 )
-from perfmodel.parallel.partition import block_runs, partition
+from perfmodel.parallel.partition import block_runs, partition, stated_partition
 from perfmodel.parallel.plan import ParallelismPlan
 from perfmodel.parallel.taskgraph import (
     _S_SEND,
@@ -185,6 +185,7 @@ class LoweringShortcuts:
             self.costs.precision,  # type: ignore[attr-defined]
             self.K,
             self.preset.even_pipeline_split,
+            rc.pipeline_layout,
             rc.bucket_bytes if self.overlap else None,
             rc.first_bucket_bytes,
             self.zero3,
@@ -201,8 +202,10 @@ class LoweringShortcuts:
         wl, pl, rc = self.wl, self.pl, self.rc
         costs, unit_cost = self.costs, []
         by_key: dict[int, float] = {}  # a layer's summed time, once per cost source
-        # the layer times balance the pipeline's chunks: one chunk (K = 1) holds every layer
-        for unit, keys, n in block_runs(wl.layers, costs) if self.K > 1 else ():
+        layout = rc.pipeline_layout
+        # the layer times balance the pipeline's chunks: one chunk (K = 1) holds every layer;
+        # a stated layout (Megatron-Core pipeline_model_parallel_layout) cuts without them
+        for unit, keys, n in block_runs(wl.layers, costs) if self.K > 1 and not layout else ():
             times = []  # a stack's block read once
             for layer, key in zip(unit, keys, strict=True):
                 t = by_key.get(key)
@@ -211,7 +214,12 @@ class LoweringShortcuts:
                 times.append(t)
             unit_cost += times * n
         chunks: list[Chunk] = []
-        parts = partition(wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split)
+        if layout is not None:
+            parts = stated_partition(wl, self.K, layout)
+        else:
+            parts = partition(
+                wl, self.K, unit_cost, allow_uneven=not self.preset.even_pipeline_split
+            )
         # ep_overlap pairs two micro-batches: with one there is nothing to overlap with
         plan = self.plan if self.m_step > 1 else dataclasses.replace(self.plan, ep_overlap=False)
         seg_memo: dict[tuple[object, ...], object] = {}  # identical blocks' segments: summed once

@@ -13,6 +13,7 @@ from operator import attrgetter
 from perfmodel._ints import divisors
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.parallel.costs import Costs
+from perfmodel.parallel.pp_layout import PipelineLayout, layout_chunks
 from perfmodel.workload.layers import (
     LayerCost,
     Workload,
@@ -157,6 +158,15 @@ def partition(
         b = [j for u in us[half:] for j in u]
         parts[idx : idx + 1] = [a, b]
     return parts
+
+
+def stated_partition(
+    workload: Workload, k: int, layout: PipelineLayout, *, where: str = "pipeline_layout"
+) -> list[list[int]]:
+    """The ``k`` chunks a stated ``layout`` gives ``workload``'s layers
+    (:func:`~perfmodel.parallel.pp_layout.layout_chunks` over :func:`partition`'s units), in
+    place of :func:`partition`'s time-balanced cut."""
+    return layout_chunks(layout, workload, _unit_spans(workload.layers), k, where=where)
 
 
 def _uneven_ends(nb: int, k: int) -> list[int] | None:

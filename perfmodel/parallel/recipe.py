@@ -45,6 +45,7 @@ from perfmodel.compute.attention import AttentionBackend
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError
 from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.pp_layout import PipelineLayout
 from perfmodel.parallel.selective import (
     OpCheckpoint,
     SelectiveRecompute,
@@ -231,6 +232,11 @@ class Recipe:
         and backward (the preset's ``activation_offload_layers``, Megatron-Core
         ``cpu_offloading_num_layers``); :func:`~perfmodel.parallel.stage_memory.stage_memory`
         keeps the others' only.
+    pipeline_layout
+        The run's stated pipeline layout (Megatron-Core ``pipeline_model_parallel_layout``,
+        :class:`~perfmodel.parallel.pp_layout.PipelineLayout`): which layers each pipeline chunk
+        holds; ``None`` (default): chunks balanced on the layers' times
+        (:func:`~perfmodel.parallel.partition.partition`).
     autocast_casts
         Whether every step casts weights to 16 bit and runs autocast's FP32 ops
         (``ComputeParams.cast_weights_each_step``).
@@ -319,6 +325,7 @@ class Recipe:
     sources: tuple[str, ...] = ()
     optimizer_dtype: DType = DType.FP32
     activation_offload_layers: int = 0
+    pipeline_layout: PipelineLayout | None = None
 
     @property
     def fusion(self) -> Fusion:
@@ -566,7 +573,7 @@ class Recipe:
             "fp8_params": self.fp8_params,
             "attention_backend": self.attention_backend.value,
             "sources": list(self.sources),
-        }
+        } | ({"pipeline_layout": self.pipeline_layout.text} if self.pipeline_layout else {})
 
 
 def _sharding(preset: SoftwarePreset, plan: ParallelismPlan) -> Sharding:
@@ -610,11 +617,13 @@ def build_recipe(
     compile: bool | None = None,
     fp8_recipe: Fp8Recipe | None = None,
     recompute_modules: frozenset | None = None,
+    pipeline_layout: PipelineLayout | None = None,
 ) -> Recipe:
     """The recipe of ``preset`` at ``precision`` with ``optimizer`` under ``plan``.
 
     ``recompute_modules``: Megatron-Core's ``recompute_modules`` of a ``recompute=selective``
     run (:class:`~perfmodel.workload.memory.RecomputeModule`), replacing the preset's rule.
+    ``pipeline_layout``: the run's stated pipeline layout (:attr:`Recipe.pipeline_layout`).
 
     Byte counts follow the module table; overlap policies follow the preset's fields
     (``overlap_grad_comm``, ``overlap_param_gather``, ``tp_comm_overlap``). ZeRO-3/FSDP
@@ -700,6 +709,7 @@ def build_recipe(
         fp8_params=fp8_params,
         fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
+        pipeline_layout=pipeline_layout,
     )
 
 

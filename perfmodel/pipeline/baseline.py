@@ -42,6 +42,7 @@ BASELINES: BoundedMemo[tuple[Any, ...], tuple[float, bool, tuple[str, ...]]] = B
 _RESET_TO_DEFAULT = (
     "nodes", "dp", "tp", "pp", "microbatch", "schedule", "interleave", "hybrid", "dp_mode",
     "hsdp", "ep", "cp", "etp", "cp_comm", "ep_overlap", "moe_dispatcher", "global_batch",
+    "pipeline_layout",
 )  # fmt: skip
 _SCENARIO_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Scenario)}
 

@@ -335,6 +335,7 @@ def recipe_on(p: ParsedScenario, plan: ParallelismPlan, gpu: GPUSpec) -> Recipe:
         compile=p.compile,
         fp8_recipe=p.fp8_recipe,
         recompute_modules=p.recompute_modules,
+        pipeline_layout=p.pipeline_layout,
     )
     if recipe.fp8 is Fp8Recipe.MXFP8 and not gpu.mxfp8_gemm:
         raise ConfigError(

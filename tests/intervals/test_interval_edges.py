@@ -23,7 +23,10 @@ GPT2 = ["predict", "--system", "dgx-h100", "--model", "gpt2", "--global-batch", 
 
 def test_the_fast_end_stops_at_the_peak(capsys) -> None:
     """The calibrated CPU's MLP runs at 85% MFU; its pool's lower residual bound put the fast
-    end at 112.5% (main e1dbb0a). Its peak is fitted (fits.gemm.fp32.peak_flops 79.64 +- 2.96
+    end at 112.5% (main e1dbb0a; 111.0% and a slow end of 54.4% against 56.5% once the
+    Blackwell rows' residuals moved with the sourced cuDNN attention tables, branch opt21; a
+    slow end of 55.0% once the DeepSeek-V3 rows ran their recipes' pipeline layouts, layout22).
+    Its peak is fitted (fits.gemm.fp32.peak_flops 79.64 +- 2.96
     GFLOP/s, relative 3.72%), not a datasheet figure (rev15b item 10: the note said "no step
     runs faster than the peak" and capped at 100%): the cap is the fitted peak plus 2 standard
     errors, 1 + 2 x 0.0372 = 107.4%, worded as such. Every speed and time field is cut alike."""
@@ -37,12 +40,12 @@ def test_the_fast_end_stops_at_the_peak(capsys) -> None:
         d["throughput_samples_per_s"] * bound / d["mfu"], rel=1e-3
     )
     assert d["interval_capped"].startswith(
-        "the fast end is capped at MFU 107.4% of the calibrated GEMM peak (was 112.5%"
+        "the fast end is capped at MFU 107.4% of the calibrated GEMM peak (was 111.0%"
     )
     assert "no step runs" not in d["interval_capped"]
     assert main(CPU) == 0
     out = capsys.readouterr().out
-    assert "  MFU             56.5% - 107.4%" in out
+    assert "  MFU             55.0% - 107.4%" in out
     assert "plus 2 standard errors of 3.7%" in out
     # the shipped profile records no degrees of freedom (written before fix17): a normal reading
     assert "read as a normal: the profile records no degrees of freedom" in d["interval_capped"]
@@ -56,7 +59,7 @@ def test_a_fitted_peak_is_read_with_t(capsys, tmp_path, dof: int, k: float, boun
     """fix17: a fit's standard errors have ``dof`` residual degrees of freedom and span two
     normal standard errors' coverage at ``k = t_dof(Phi(2))`` of them. The shipped CPU profile's
     gemm.fp32 peak 79.64 +- 2.96 GFLOP/s (relative 3.7163%) given ``dof``: the cap is the fitted
-    peak plus ``k`` standard errors where that is below the 112.5% fast end, worded as such.
+    peak plus ``k`` standard errors where that is below the 111.0% fast end, worded as such.
 
     ``k`` by hand: 1 dof is the Cauchy, ``tan(pi (Phi(2) - 1/2))`` = tan(pi x 0.47725) = 13.97,
     cap 1 + 13.97 x 3.716% = 151.9%: no cap; 2 dof ``(2p - 1) / sqrt(2 p (1 - p))`` at ``p =
@@ -73,7 +76,7 @@ def test_a_fitted_peak_is_read_with_t(capsys, tmp_path, dof: int, k: float, boun
     path.write_text(json.dumps(prof))
     d = cli_json(capsys, [*CPU[:4], str(path), *CPU[5:], "--json"])
     if bound is None:
-        assert d["mfu_high"] > 1.12 and "interval_capped" not in d
+        assert d["mfu_high"] > 1.1 and "interval_capped" not in d
         return
     assert d["mfu_high"] == pytest.approx(bound, rel=1e-5)
     assert "capped at MFU 108.1% of the calibrated GEMM peak" in d["interval_capped"]
@@ -131,7 +134,8 @@ def test_a_run_that_does_not_fit_has_no_range(capsys) -> None:
 
 def test_speedup_range_stops_at_linear(capsys) -> None:
     """gpt2 on 2 and 4 H100 is predicted under linear (1.97x, 3.80x); its ratio range went to
-    2.0x+ on main. The cap cuts only the high end, and only there."""
+    2.0x+ on main. The cap cuts only the high end, and only there. (The 2-GPU range's low end,
+    1.51x at main17, is 1.49x since the Blackwell rows' residuals moved, branch opt21.)"""
     rows = cli_json(capsys, [*GPT2, "--json"])
     capped = 0
     for r in rows[1:]:
@@ -145,7 +149,7 @@ def test_speedup_range_stops_at_linear(capsys) -> None:
     assert capped >= 1
     assert main(GPT2) == 0
     out = capsys.readouterr().out
-    assert "1.51-2.00x*" in out and "* speedup range capped at linear scaling" in out
+    assert "1.49-2.00x*" in out and "* speedup range capped at linear scaling" in out
 
 
 def test_a_superlinear_prediction_keeps_its_range() -> None:
