@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -150,13 +150,21 @@ class Scenario:
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], *, where: str = "scenario") -> Scenario:
+    def from_dict(
+        cls, d: Mapping[str, Any], *, where: str = "scenario", also_accepted: Iterable[str] = ()
+    ) -> Scenario:
         """Build from a mapping with the same keys (``plan = "dp=..,tp=.."`` also accepted).
+
+        Parameters
+        ----------
+        also_accepted
+            Keys the caller took out of the mapping before (``perfmodel predict``'s file:
+            ``tokens``, ``fabric``...), listed with the fields when a key is unknown.
 
         Raises
         ------
         ConfigError
-            On an unknown key (naming it and the accepted keys).
+            On an unknown key (naming it, the closest accepted key, and the accepted keys).
         """
         from perfmodel.parallel.plan import parse_plan_string
 
@@ -182,11 +190,7 @@ class Scenario:
             data["microbatch"] = data.pop("microbatch_size")
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(
-                f"{where}: unknown key {unknown[0]!r}; accepted keys: {', '.join(sorted(known))}",
-                value=unknown[0],
-                where=where,
-            )
+            raise _unknown_key(unknown[0], {*known, "plan", *also_accepted}, where)
         for flag in ("sequence_parallel", "compile"):
             if data.get(flag) is not None:  # null: the preset's default
                 data[flag] = parse_flag(data[flag], where=f"{where}: {flag}")
@@ -288,6 +292,22 @@ _SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict k
 #: The JSON/TOML type each scenario key must have (from the :class:`Scenario` annotations):
 #: ``(kind, optional)`` with kind ``"str"``, ``"int"``, ``"float"`` or ``"any"``.
 _FIELD_KINDS: dict[str, tuple[str, bool]] = {}
+
+
+def _unknown_key(key: str, accepted: Iterable[str], where: str) -> ConfigError:
+    """The error of a scenario key that is not accepted: the key, the accepted key closest to
+    it (:func:`difflib.get_close_matches`, as ``perfmodel`` suggests a system or model name),
+    and every accepted key."""
+    import difflib
+
+    names = sorted(set(accepted))
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+    hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+    return ConfigError(
+        f"{where}: unknown key {key!r}{hint}; accepted keys: {', '.join(names)}",
+        value=key,
+        where=where,
+    )
 
 
 def _check_field_type(key: str, value: Any, where: str) -> Any:

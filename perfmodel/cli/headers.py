@@ -137,7 +137,8 @@ def hardware_fields(sc: Any, num_gpus: int) -> dict[str, Any]:
     first ``num_gpus`` of the topology's GPUs: they fill one node before the next,
     :func:`perfmodel.pipeline.evaluate.evaluate_step`), the nodes asked for, the intra-node
     link (the GPU's fastest link: bandwidth x count) and the inter-node fabric
-    (:class:`~perfmodel.topology.model.FabricSpec`; ``None`` on a system without one)."""
+    (:class:`~perfmodel.topology.model.FabricSpec`: network, topology, NICs per node and the
+    fat tree's oversubscription; ``None`` on a system without one)."""
     from collections import Counter
 
     from perfmodel.api import topology_of
@@ -158,28 +159,39 @@ def hardware_fields(sc: Any, num_gpus: int) -> dict[str, Any]:
         "intra_node": None if fastest is None else str(fastest["tech"]),
         "fabric": None
         if fab is None
-        else {"network": fab.network, "topology": fab.topology, "nics_per_node": fab.nics_per_node},
+        else {
+            "network": fab.network,
+            "topology": fab.topology,
+            "nics_per_node": fab.nics_per_node,
+            "oversubscription": fab.oversubscription,
+        },
     }
 
 
 def hardware_line(hw: dict[str, Any]) -> str:
     """``predict``'s second line from :func:`hardware_fields`: ``hardware  H100-SXM5-80GB, 8
     GPUs/node x 2 nodes, intra-node nvswitch-v3, fabric ib-ndr rail (8 NIC(s)/node)``, stating a
-    last node used only in part and the nodes asked for but not used."""
+    last node used only in part, a link one GPU does not use, an oversubscribed fat tree
+    (``2:1 oversubscribed``) and the nodes asked for but not used."""
     nodes, per = hw["nodes_used"], hw["gpus_per_node_used"]
     text = f"hardware        {hw['gpu']}, {per} GPU(s)/node x {nodes} node(s)"
     if per * nodes != hw["gpus_used"]:
         text += f" ({hw['gpus_used']} GPUs: the last node {hw['gpus_used'] - per * (nodes - 1)})"
     if hw["intra_node"]:
         text += f", intra-node {hw['intra_node']}"
+        if hw["gpus_used"] == 1:
+            text += " unused (one GPU)"
     fab = hw["fabric"]
     if fab is not None:
-        text += f", fabric {fab['network']} {fab['topology']} ({fab['nics_per_node']} NIC(s)/node)"
+        text += f", fabric {fab['network']} {fab['topology']} ({fab['nics_per_node']} NIC(s)/node"
+        over = fab.get("oversubscription", 1.0)
+        text += f", {over:g}:1 oversubscribed)" if over != 1.0 else ")"
         if nodes == 1:
             text += " unused (one node)"
     if nodes < hw["nodes_asked"]:
+        verb = "is" if nodes == 1 else "are"
         text += (
-            f"; {nodes} of the {hw['nodes_asked']} nodes asked for are used (the GPUs fill "
+            f"; {nodes} of the {hw['nodes_asked']} nodes asked for {verb} used (the GPUs fill "
             "one node before the next)"
         )
     return text

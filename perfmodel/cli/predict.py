@@ -45,7 +45,7 @@ from perfmodel.cli._common import (
     system_flags,
 )
 from perfmodel.cli.headers import hardware_fields, hardware_line, predict_header
-from perfmodel.cli.predict_file import RunKey, take_file_keys
+from perfmodel.cli.predict_file import RunKey, file_only_keys, take_file_keys, where_given
 from perfmodel.errors import ConfigError
 
 
@@ -60,6 +60,9 @@ def register(subparsers: Any) -> None:
         "scenario", nargs="?", help="scenario file (.toml/.yaml/.json) with the same keys"
     )
     add_system_args(p, required=False)
+    # No --nodes given is None, not 1: a --nodes given (1 too) wins over a file's nodes, as
+    # every flag does; the scenario's own default is 1 server (``Scenario.nodes``).
+    p.set_defaults(nodes=None)
     p.add_argument("--gpus", help="GPUs used (default all); a list 1,2,4,8 gives a speedup curve")
     p.add_argument("--model", help="zoo model (perfmodel model list)")
     add_model_arg(p)
@@ -255,7 +258,7 @@ def scenario_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[int] |
     args.scenario_keys = frozenset(from_file)  # what an error names as the file's key
     for key in _FLAG_KEYS:
         v = getattr(args, key, None)
-        if v is None or (key == "nodes" and v == 1 and "nodes" in d):
+        if v is None:
             continue
         d[key] = v
     if d.get("nccl_env") is getattr(args, "nccl_env", None) is not None:  # the flag's, parsed
@@ -466,7 +469,7 @@ def run(args: argparse.Namespace) -> int:
     d, curve = scenario_dict(args)
     where = args.scenario or "command line"
     try:
-        sc = Scenario.from_dict(d, where=where)
+        sc = Scenario.from_dict(d, where=where, also_accepted=file_only_keys(FILE_RUN_KEYS))
         pricing = _pricing(args, sc)
         given = frozenset(d)
         checks.refuse_ignored_flags(args, sc, curve)
@@ -486,10 +489,11 @@ def _pricing(args: argparse.Namespace, sc: Any) -> Any:
         from perfmodel.search.cost import Pricing
 
         if args.tokens is None:
+            name = where_given(args, "price_per_gpu_hour", "--price-per-gpu-hour")
             raise ConfigError(
-                "--price-per-gpu-hour needs --tokens (the budget it prices)",
+                f"{name} needs --tokens (the budget it prices{_TOKENS_NEEDED})",
                 value=args.price_per_gpu_hour,
-                where="--price-per-gpu-hour",
+                where=name,
             )
         return Pricing(args.price_per_gpu_hour)
     if args.tokens is not None:
@@ -518,6 +522,9 @@ def _run_curve(
         )
     if args.json:
         rows = [r.to_dict() for r in reports]
+        for row, r in zip(rows, reports, strict=True):  # as one prediction's (docs/predict.md)
+            if r.device != "CPU":
+                row["hardware"] = hardware_fields(sc, r.num_gpus)
         if getattr(args, "explain", False):
             for row, r in zip(rows, reports, strict=True):
                 row.update(explain_dict(sc, r))
@@ -741,6 +748,9 @@ RUN_FLAGS: tuple[TypedFlag, ...] = (
 )
 
 
+#: How the error of a budget setting without a budget ends: a scenario file may give it too.
+_TOKENS_NEEDED = "; a scenario file may give 'tokens'"
+
 #: The token budget's flags a scenario file may give as keys (``tokens = 26e9``): ``(key, flag,
 #: kind)`` (:func:`perfmodel.cli.predict_file.take_file_keys`).
 FILE_RUN_KEYS: tuple[RunKey, ...] = (
@@ -765,11 +775,13 @@ def run_options(args: argparse.Namespace) -> tuple[Any, Any, float | None]:
     from perfmodel.report.goodput import RESTART_OVERHEAD_S, Reliability, Storage
 
     given = [f for f, _, _ in RUN_FLAGS if getattr(args, flag_dest(f), None) is not None]
+    named = [where_given(args, flag_dest(f), f) for f in given]  # "FILE: key" or the flag
     if given and getattr(args, "tokens", None) is None:
         raise ConfigError(
-            f"{given[0]} needs --tokens (the budget whose failures and checkpoints it describes)",
+            f"{named[0]} needs --tokens (the budget whose failures and checkpoints it "
+            f"describes{_TOKENS_NEEDED})",
             value=getattr(args, flag_dest(given[0])),
-            where=given[0],
+            where=named[0],
         )
     rel = Reliability(
         **{
@@ -778,7 +790,7 @@ def run_options(args: argparse.Namespace) -> tuple[Any, Any, float | None]:
             if getattr(args, k, None) is not None
         }
     )
-    if mtbf_given := [f for f in given if f.startswith("--mtbf-")]:
+    if mtbf_given := [n for f, n in zip(given, named, strict=True) if f.startswith("--mtbf-")]:
         import dataclasses
 
         rel = dataclasses.replace(rel, source=f"{', '.join(mtbf_given)} given; " + rel.source)

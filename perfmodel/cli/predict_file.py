@@ -32,8 +32,10 @@ def take_file_keys(
     d: MutableMapping[str, Any], args: argparse.Namespace, path: str, run_keys: Sequence[RunKey]
 ) -> None:
     """Move the flag-only keys of the scenario file ``path`` (``d``, keys with ``_``) out of
-    ``d``: each of ``run_keys`` onto ``args`` (typed by its flag's parser; a flag given wins),
-    an alias (:data:`ALIASES`) to its scenario key.
+    ``d``: each of ``run_keys`` onto ``args`` (typed by its flag's parser, a number or its text;
+    a flag given wins), an alias (:data:`ALIASES`) to its scenario key. ``args.file_run_keys``
+    records the keys taken (``{key: "FILE: key"}``) so that an error names the file's key, not
+    a flag (:func:`where_given`).
 
     Raises
     ------
@@ -43,12 +45,15 @@ def take_file_keys(
     SchemaError
         A budget value that is not a number in its flag's range (naming the file and the key).
     """
+    taken: dict[str, str] = {}
     for key, flag, kind in run_keys:
         if key not in d:
             continue
         value = d.pop(key)
         where = f"{path}: {key}"
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        # Text goes through the flag's own parser: PyYAML reads ``tokens: 26e9`` (no dot) and
+        # ``2.6e10`` (YAML 1.1's float needs a signed exponent) as text, as TOML/JSON strings.
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise SchemaError(
                 f"{where}: expected a number (the file's {flag}), got {describe(value)}",
                 value=value,
@@ -57,6 +62,8 @@ def take_file_keys(
         parsed = kind(where)(str(value))
         if getattr(args, key, None) is None:  # the flag given wins over the file
             setattr(args, key, parsed)
+            taken[key] = where
+    args.file_run_keys = taken
     for key, scenario_key in ALIASES.items():
         if key in d:
             if scenario_key in d:
@@ -82,3 +89,17 @@ def take_file_keys(
                 value=key,
                 where=f"{path}: {key}",
             )
+
+
+def where_given(args: argparse.Namespace, key: str, flag: str) -> str:
+    """How an error names the budget setting ``key``: ``"FILE: key"`` when the scenario file
+    gave it (:func:`take_file_keys`), else its flag ``flag``."""
+    taken: dict[str, str] = getattr(args, "file_run_keys", None) or {}
+    return taken.get(key, flag)
+
+
+def file_only_keys(run_keys: Sequence[RunKey]) -> tuple[str, ...]:
+    """The keys a ``predict`` file accepts beside the :class:`~perfmodel.scenario.Scenario`
+    fields: the budget's ``run_keys`` and the flags' names of :data:`ALIASES` (an unknown
+    key's error lists them too)."""
+    return (*(key for key, _, _ in run_keys), *ALIASES)

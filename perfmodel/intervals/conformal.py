@@ -394,12 +394,14 @@ def calibration_bounds(
 
 
 def check_level(level: float) -> float:
-    """``level`` if it is an interval level (strictly between 0 and 1), else a ConfigError."""
-    if not (isinstance(level, int | float) and 0 < level < 1):
+    """``level`` if it is an interval level (strictly between 0 and 1), else a ConfigError
+    naming the argument ``level`` (a Python caller's: the command line's ``--interval`` is
+    checked when parsed, :func:`perfmodel.cli._types.interval_level`)."""
+    if not (isinstance(level, int | float) and not isinstance(level, bool) and 0 < level < 1):
         raise ConfigError(
-            f"interval level {level!r} is not between 0 and 1 (e.g. 0.8 for an 80% range)",
+            f"level={level!r}: an interval level is between 0 and 1 (e.g. 0.8 for an 80% range)",
             value=level,
-            where="--interval",
+            where="level",
         )
     return float(level)
 

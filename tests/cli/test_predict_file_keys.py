@@ -51,7 +51,11 @@ def test_budget_keys_from_the_file_equal_the_flags(
     from_flags = _json(capsys, ["predict", _file(tmp_path, ""), *flags, "--restart-s", "60"])
     assert from_file["token_budget"] == from_flags["token_budget"]
     assert from_file["token_budget"]["cost"] > 0
-    assert from_file["training_run"] == from_flags["training_run"]
+    run_file, run_flags = from_file["training_run"], from_flags["training_run"]
+    # the one difference: the source names what gave the MTBF (the file's key, the flag)
+    source = run_flags.pop("reliability_source").removeprefix("--mtbf-gpu-hours given; ")
+    assert run_file.pop("reliability_source").endswith("job.toml: mtbf_gpu_hours given; " + source)
+    assert run_file == run_flags
 
 
 def test_a_flag_overrides_the_files_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,7 +72,8 @@ def test_fabric_is_the_flags_key(tmp_path: Path, capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
-        ('tokens = "lots"', "job.toml: tokens: expected a number (the file's --tokens)"),
+        ('tokens = "lots"', "job.toml: tokens 'lots': expected a finite number > 0"),
+        ("tokens = [1]", "job.toml: tokens: expected a number (the file's --tokens)"),
         ("tokens = -1", "job.toml: tokens '-1': expected a finite number > 0"),
         ("json = true", "job.toml: json: not a scenario key: --json chooses what predict"),
         ('model_arg = ["seq_len=512"]', "job.toml: model_arg: the file's key for --model-arg"),

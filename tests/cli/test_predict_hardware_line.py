@@ -28,7 +28,8 @@ def test_packed_gpus_name_the_nodes_used(capsys: pytest.CaptureFixture[str]) -> 
     )
     hw = json.loads(_out(capsys, [*argv, "--json"]))["hardware"]
     assert (hw["nodes_used"], hw["nodes_asked"], hw["gpus_per_node_used"]) == (2, 3, 8)
-    assert hw["fabric"] == {"network": "ib-ndr", "topology": "rail", "nics_per_node": 8}
+    fabric = {"network": "ib-ndr", "topology": "rail", "nics_per_node": 8, "oversubscription": 1.0}
+    assert hw["fabric"] == fabric
 
 
 @pytest.mark.parametrize(

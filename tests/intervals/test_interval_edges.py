@@ -226,3 +226,17 @@ def test_help_states_the_rule(capsys) -> None:
         main(["predict", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "a fraction strictly between 0 and 1 (0.9), or a percentage written with %" in out
+
+
+def test_a_bad_level_from_python_names_the_argument() -> None:
+    """rev27b item 6: ``StepReport.interval(1.5)`` names ``level``, not the ``--interval`` flag."""
+    from perfmodel.api import Scenario, predict
+    from perfmodel.errors import ConfigError
+
+    report = predict(
+        Scenario(system="dgx-a100", model="gpt2", batch_per_gpu=8, fidelity="analytic")
+    )
+    for bad in (1.5, 0, True):
+        with pytest.raises(ConfigError, match=r"^level=") as err:
+            report.interval(bad)  # type: ignore[arg-type]
+        assert err.value.where == "level"
