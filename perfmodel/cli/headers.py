@@ -157,14 +157,7 @@ def hardware_fields(sc: Any, num_gpus: int) -> dict[str, Any]:
         "nodes_asked": topo.num_nodes,
         "gpus_per_node": topo.gpus_per_node,
         "intra_node": None if fastest is None else str(fastest["tech"]),
-        "fabric": None
-        if fab is None
-        else {
-            "network": fab.network,
-            "topology": fab.topology,
-            "nics_per_node": fab.nics_per_node,
-            "oversubscription": fab.oversubscription,
-        },
+        "fabric": None if fab is None else fab.described(),
     }
 
 

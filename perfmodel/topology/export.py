@@ -68,10 +68,7 @@ def export_dict(topo: Topology) -> dict[str, Any]:
         "fabric": None
         if fabric is None
         else {
-            "network": fabric.network,
-            "topology": fabric.topology,
-            "nics_per_node": fabric.nics_per_node,
-            "oversubscription": fabric.oversubscription,
+            **fabric.described(),
             "leaf_radix": fabric.leaf_radix,
             **({"sharp": True} if fabric.sharp else {}),
         },

@@ -46,6 +46,21 @@ class FabricSpec:
     leaf_radix: int = 32
     sharp: bool = False
 
+    def described(self) -> dict[str, Any]:
+        """The fabric as a user names it (``--network``, ``--fabric-topology``,
+        ``--nics-per-node``, ``--oversubscription``): the fields ``predict``'s hardware line
+        states and a topology export leads with.
+
+        >>> FabricSpec("ib-ndr", nics_per_node=8).described()
+        {'network': 'ib-ndr', 'topology': 'fat-tree', 'nics_per_node': 8, 'oversubscription': 1.0}
+        """
+        return {
+            "network": self.network,
+            "topology": self.topology,
+            "nics_per_node": self.nics_per_node,
+            "oversubscription": self.oversubscription,
+        }
+
 
 @dataclass(frozen=True)
 class CloudSpec:
