@@ -114,7 +114,9 @@ def add_system_args(parser: argparse.ArgumentParser, *, required: bool = True) -
         "import FILE -o box.toml writes one), 'custom' (hardware from parts), or "
         "'calibrated' (predict: the one device a --calibration profile measured, e.g. a CPU)",
     )
-    add_typed_arg(g, "--nodes", ty.positive_int, default=1, help="number of servers (default 1)")
+    # No --nodes given is None, not 1: a --nodes given (1 too) wins over a scenario file's or a
+    # log's node count, as every flag does; the scenario's own default is 1 server.
+    add_typed_arg(g, "--nodes", ty.positive_int, help="number of servers (default 1)")
     g.add_argument(
         "--network",
         help="fabric link technology, overrides the system default (e.g. ib-hdr, eth-40g)",
@@ -214,6 +216,8 @@ def system_from_args(args: argparse.Namespace) -> Topology:
 
     check_custom_only_flags(args.system, args)
     hw = {k: getattr(args, k) for k in SYSTEM_KEYS}
+    if hw["nodes"] is None:  # no --nodes: one server
+        hw["nodes"] = 1
     nccl = hw.pop("nccl")
     del hw["nccl_env"]  # parsed once: _nccl_env_flag
     topo = build_system(hw.pop("system"), **hw)

@@ -381,7 +381,7 @@ def _compare(args: argparse.Namespace) -> int:
                 where="--system",
             )
         args.system = name
-        if args.nodes == 1 and log.nodes > 1:
+        if args.nodes is None and log.nodes > 1:  # a --nodes given (1 too) wins
             args.nodes = log.nodes
         guessed = " (guessed from the log's devices; give --system to choose)"
     layout, layout_note = _log_layout(args.processes, log)

@@ -276,8 +276,6 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
         v = getattr(args, attr, None)
         if v is not None:
             d[attr] = v
-    if d.get("nodes") == 1:
-        d.pop("nodes")
     if "calibration" in d:  # read and check it once, before any plan is evaluated with it
         from perfmodel.calibration.profile import read_profile
 
@@ -433,13 +431,6 @@ def _run_search(args: argparse.Namespace) -> int:
         raise ConfigError("give --global-batch (or --batch-per-gpu)", where="--global-batch")
     space = _search_space(args)
     pricing = _pricing(args, ["plan"]).get("plan")
-    for g in gpus:
-        if g > total and not args.nodes:
-            raise ConfigError(
-                f"--gpus {g} exceeds the system's {total} GPUs; add --nodes",
-                value=g,
-                where="--gpus",
-            )
 
     res = _search_plans(
         args,

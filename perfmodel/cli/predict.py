@@ -59,10 +59,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "scenario", nargs="?", help="scenario file (.toml/.yaml/.json) with the same keys"
     )
-    add_system_args(p, required=False)
-    # No --nodes given is None, not 1: a --nodes given (1 too) wins over a file's nodes, as
-    # every flag does; the scenario's own default is 1 server (``Scenario.nodes``).
-    p.set_defaults(nodes=None)
+    add_system_args(p, required=False)  # no --nodes is None: a --nodes 1 given wins over a file's
     p.add_argument("--gpus", help="GPUs used (default all); a list 1,2,4,8 gives a speedup curve")
     p.add_argument("--model", help="zoo model (perfmodel model list)")
     add_model_arg(p)

@@ -138,10 +138,6 @@ def refuse_ignored_flags(args: argparse.Namespace, sc: Any, curve: list[int] | N
 #: (``--nodes 2``) when no scenario file set them (:func:`name_the_flags`).
 _STATED_KEYS = ("gpus", "nodes")
 
-#: The stated keys' flag defaults (``--nodes`` is 1 unless given): a flag at its default was
-#: not given.
-_DEFAULTS = {"nodes": 1}
-
 
 def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) -> None:
     """Let an error about a scenario key that no scenario file set name it as its flag, as the
@@ -156,12 +152,10 @@ def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str])
     if where.startswith("-") or key not in {*flag_keys, "gpus"}:
         return
     file_keys = getattr(args, "scenario_keys", frozenset())
-    from_file = {
-        k for k in file_keys if getattr(args, k, None) is None or (k == "nodes" and args.nodes == 1)
-    }
+    from_file = {k for k in file_keys if getattr(args, k, None) is None}  # no flag is None
     flagged = {k for k in _STATED_KEYS if k not in from_file}
     if key in from_file:  # the file's key; the others given as flags are named as flags
-        flagged = {k for k in flagged if getattr(args, k, None) not in (None, _DEFAULTS.get(k))}
+        flagged = {k for k in flagged if getattr(args, k, None) is not None}
     msg = str(exc.args[0]) if exc.args else ""
     for k in flagged:
         msg = re.sub(rf"(?<![\w*.<>-]){k}=(?=\d)", f"--{k} ", msg)
@@ -184,8 +178,6 @@ def name_the_file(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) 
     if where is not None and where.startswith("-"):
         return
     flagged = {key for key in flag_keys if getattr(args, key, None) is not None}
-    if getattr(args, "nodes", None) == 1:  # --nodes' default: a file's nodes wins over it
-        flagged.discard("nodes")
     if args.plan:
         flagged |= set(plan_flag_items(args.plan))
     if args.gpus:
