@@ -101,7 +101,7 @@ def _clamped_log2(v: float, lo: float, hi: float) -> float:
     return math.log2(min(max(float(v), lo), hi))
 
 
-def _interp_seq(row: tuple[float, ...], seq: int, seqs: tuple[int, ...] = _SEQ) -> float:
+def _interp_seq(row: tuple[float, ...], seq: int, seqs: tuple[int, ...]) -> float:
     x = _clamped_log2(seq, seqs[0], seqs[-1])
     i = min(int(x - math.log2(seqs[0])), len(seqs) - 2)
     t = x - math.log2(seqs[i])

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from perfmodel.intervals import DEFAULT_LEVEL
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.report.step_breakdown import Breakdown
 from perfmodel.sim.engine import Timeline
@@ -235,7 +236,7 @@ class StepReport:
 
         return stage_tight(self.memory_per_stage)
 
-    def interval(self, level: float = 0.8) -> StepInterval:
+    def interval(self, level: float = DEFAULT_LEVEL) -> StepInterval:
         """The prediction's range at ``level`` (default 0.8, ``predict``'s ``80% range``):
         the published runs like this one, held out one publication at a time
         (:func:`perfmodel.intervals.answers.step_interval`, ``docs/intervals.md``).

@@ -138,9 +138,6 @@ class ScreenGroups:
 def slowest_s(groups: list[Group], op: CollectiveOp, nbytes: float) -> float:
     """Seconds of ``op`` moving ``nbytes`` on the slowest of ``groups``
     (:meth:`ScreenGroups._groups`), each priced by its own cost model."""
-    if len(groups) == 1:
-        ((g, c),) = groups
-        return c.collective_time(op, nbytes, g)  # type: ignore[no-any-return]
     return max(c.collective_time(op, nbytes, g) for g, c in groups)  # type: ignore[no-any-return]
 
 

@@ -66,9 +66,9 @@ def predict_memory(fields: Mapping[str, Any]) -> Any:
     ConfigError, InfeasiblePlanError
         What ``predict`` refuses the scenario with.
     """
-    from perfmodel.api import Scenario
     from perfmodel.pipeline.lower import step_memory
     from perfmodel.pipeline.resolve import resolve
+    from perfmodel.scenario import Scenario
 
     drop = {"fidelity"}
     if fields.get("global_batch") is not None:

@@ -159,3 +159,12 @@ def test_gpt_oss_window_layers_are_read_as_sliding() -> None:
     cm = ComputeModel(gb300, ComputeParams.for_gpu(gb300, attention_backend=B.CUDNN))
     win = next(la for la in w.layers if la.kind is LayerKind.ATTENTION and la.gemm.m == 128)
     assert cm.attention(win).fwd == pytest.approx((160 + 167 + 172 + 173) / 4 / GB_PEAK)
+
+
+def test_tables_are_read_against_the_catalogues_peak() -> None:
+    """The cuDNN tables are stored as fractions of 2500 TFLOP/s (GB200's and GB300's dense
+    BF16 peak): the catalogue must say the same, or every Blackwell fraction is off."""
+    from perfmodel.dtypes import DType
+
+    for name in ("GB200-186GB", "GB300-288GB"):
+        assert get_gpu(name).peak_flops[DType.BF16] == GB_PEAK * 1e12
