@@ -457,7 +457,9 @@ def attention_efficiency(
     (FlashAttention-2 on Blackwell, cuDNN on Blackwell without a known compute capability or on
     the 12.x parts, any kernel before Ampere). ``compute_capability`` tells data-centre
     Blackwell's tables apart (10.0: B200, GB200; 10.3: B300, GB300). ``sliding``: a causal
-    sliding window whose span is ``seq_kv`` (:meth:`KernelTables.efficiency`; only tables
+    sliding window whose span is ``seq_kv``, as the layer states it
+    (:attr:`perfmodel.workload.layers.LayerCost.sliding_window`, read by
+    :func:`perfmodel.compute.model.attention_shape`; :meth:`KernelTables.efficiency`; only tables
     that measured one read it). ``sdpa-efficient`` is
     :data:`SDPA_EFFICIENT_OVER_FA2` times FlashAttention-2 where FlashAttention-2 has a table,
     else half the generic pair.

@@ -81,8 +81,9 @@ class AttentionShape:
     calls of a ring context-parallel attention (``cp``; 1 without), whose first is the causal
     block and the others unmasked when ``causal``
     (:func:`~perfmodel.compute.attention.ring_attention_efficiency`). ``sliding``: a causal
-    sliding window of ``seq`` keys (the block ``GemmShape(span, 2 span, ...)`` of
-    :meth:`perfmodel.workload._net.Net.attention`).
+    sliding window of ``seq`` keys, as the layer states it
+    (:attr:`~perfmodel.workload.layers.LayerCost.sliding_window`; the block
+    ``GemmShape(span, 2 span, ...)`` of :meth:`perfmodel.workload._net.Net.attention`).
     """
 
     head_dim: int
@@ -99,8 +100,11 @@ def attention_shape(layer: LayerCost) -> AttentionShape:
     kernel call's block ``GemmShape(m=s, n=s, k=d, batch=b h)``, ``ring_steps = cp`` and forward
     FLOP ``2 b s (s cp) h (d + d_v)``, halved under a causal mask; the mask is read from the
     ratio of one call's FLOP (``fwd_flop / ring_steps``) to the block's
-    (:data:`_CAUSAL_FLOP_RATIO`). A causal block of twice as many keys as queries is a sliding
-    window's (``GemmShape(span, 2 span, d, ...)``, :func:`perfmodel.workload._net_shapes._window_gemm`).
+    (:data:`_CAUSAL_FLOP_RATIO`). A causal layer is a sliding window where it says so
+    (:attr:`~perfmodel.workload.layers.LayerCost.sliding_window` > 0, set by the zoo's window
+    attention, :func:`perfmodel.workload._net_shapes._sliding_keys`); its block's shape
+    (``GemmShape(span, 2 span, d, ...)``) is no evidence, as any causal block of ``n = 2 m``
+    would match it.
 
     >>> from perfmodel.workload.layers import GemmShape, LayerCost, LayerKind
     >>> att = LayerCost(name="a", kind=LayerKind.ATTENTION, fwd_flop=2 * 8 * 1024**2 * 128,
@@ -121,12 +125,13 @@ def attention_shape(layer: LayerCost) -> AttentionShape:
     gemm_flop = 2.0 * g.m * g.n * g.k * g.batch
     steps = max(int(layer.ring_steps), 1)
     causal = gemm_flop > 0 and layer.fwd_flop / (steps * gemm_flop) < _CAUSAL_FLOP_RATIO
+    sliding = causal and layer.sliding_window > 0
     return AttentionShape(
         head_dim=max(int(g.k), 1),
-        seq=max(int(g.m), 1),
+        seq=max(int(layer.sliding_window if sliding else g.m), 1),
         causal=causal,
         ring_steps=steps,
-        sliding=causal and g.n == 2 * g.m,
+        sliding=sliding,
     )
 
 

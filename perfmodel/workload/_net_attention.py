@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
-from perfmodel.workload._net_shapes import Shape, _window_gemm
+from perfmodel.workload._net_shapes import Shape, _sliding_keys, _window_gemm
 from perfmodel.workload.kernels import (
     FP32_BYTES,
     Fusion,
@@ -108,7 +108,9 @@ class AttentionLayers:
         ``GemmShape(span, 2 span, d, ...)`` for a sliding window (a block of ``w`` queries
         sweeps the ``2 w`` keys from ``w`` before its first query to its last, half of them
         masked, as the diagonal of a causal kernel), so the attention tables are read at key
-        length ``span`` with the causal mask. With context parallelism a limiting window is not
+        length ``span`` with the causal mask; a sliding window states its span on the layer
+        (:attr:`~perfmodel.workload.layers.LayerCost.sliding_window`), which, not the block's
+        shape, tells the compute model to price it as a window. With context parallelism a limiting window is not
         modelled (:class:`InfeasiblePlanError`; ring attention would skip most ring steps).
         """
         a = self.act_bytes
@@ -166,6 +168,7 @@ class AttentionLayers:
             kernels=2 * cp,
             bwd_kernels=6 * cp,
             ring_steps=cp,
+            sliding_window=_sliding_keys(local, s),
         )
         if cp > 1:
             # bytes per element: cp merges and a final cast (see the docstring)

@@ -21,6 +21,21 @@ def _window_gemm(window: AttentionWindow, s: int, head_dim: int, heads: int) -> 
     return GemmShape(m=span, n=keys, k=head_dim, batch=heads * -(-s // span))
 
 
+def _sliding_keys(window: AttentionWindow | None, s: int) -> int:
+    """Keys each query of a sliding-window attention over ``s`` queries sees, the window's
+    span ``min(w, s)`` (:attr:`~perfmodel.workload.layers.LayerCost.sliding_window`); 0 for
+    no window or a chunked one (its blocks are whole causal attentions).
+
+    >>> _sliding_keys(AttentionWindow(WindowKind.SLIDING, 128), 4096)
+    128
+    >>> _sliding_keys(AttentionWindow(WindowKind.CHUNKED, 128), 4096), _sliding_keys(None, 4096)
+    (0, 0)
+    """
+    if window is None or window.kind is not WindowKind.SLIDING:
+        return 0
+    return window.span(s)
+
+
 def numel(shape: Sequence[int]) -> int:
     """Number of elements of a tensor of ``shape``.
 

@@ -232,6 +232,13 @@ class LayerCost:
     FLOP is split over in equal shares, :attr:`gemm` being one call's block (step 0: the local
     queries against the local keys); 1 without context parallelism. Read by
     :func:`perfmodel.compute.model.attention_shape`."""
+    sliding_window: int = 0
+    """Fused attention over a causal sliding window: the keys each query sees (the window
+    ``w``, shorter than the sequence), :attr:`gemm` being a block of ``w`` queries against the
+    ``2 w`` keys it sweeps (:meth:`perfmodel.workload._net.Net.attention`); 0: not a sliding
+    window (a whole or chunked attention, or a layer imported or built by hand that does not
+    state one). Read by :func:`perfmodel.compute.model.attention_shape`: the window, not the
+    block's shape, decides that the kernel runs at a sliding window's efficiency."""
     kernel_class: KernelClass | None = None
     """What its kernels do (:class:`KernelClass`); ``None``: the class of its kind
     (:attr:`klass`)."""

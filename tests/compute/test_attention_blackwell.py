@@ -161,6 +161,31 @@ def test_gpt_oss_window_layers_are_read_as_sliding() -> None:
     assert cm.attention(win).fwd == pytest.approx((160 + 167 + 172 + 173) / 4 / GB_PEAK)
 
 
+def test_a_causal_block_of_twice_its_queries_is_not_a_window_unless_stated() -> None:
+    """A causal block ``GemmShape(m, 2 m, ...)`` built by hand (or imported) runs at the causal
+    tables: only a layer that states its window (``sliding_window``) reads the window table."""
+    from dataclasses import replace
+
+    from perfmodel.compute.model import attention_shape
+    from perfmodel.workload.layers import GemmShape, LayerCost
+
+    g = GemmShape(128, 256, 64, 2 * 128 * 32)  # the shape of a 128-key window's blocks
+    att = LayerCost(name="a", kind=LayerKind.ATTENTION, fwd_flop=g.flop, bwd_input_flop=2.5 * g.flop,
+                    bwd_weight_flop=0.0, params=0, fwd_bytes=1.0, bwd_bytes=1.0,
+                    activation_bytes=1.0, output_shape=(1,), gemm=g)  # fmt: skip
+    shape = attention_shape(att)
+    assert (shape.seq, shape.causal, shape.sliding) == (128, True, False)
+    gb200 = get_gpu("GB200-186GB")
+    cm = ComputeModel(gb200, ComputeParams.for_gpu(gb200, attention_backend=B.CUDNN))
+    e = cm.attention(att)
+    assert (e.fwd, e.bwd) == pytest.approx(eff(64, 128, True, SM100))
+    window = (153 + 161 + 165 + 167) / 4 / GB_PEAK
+    assert e.fwd != pytest.approx(window)
+    stated = replace(att, sliding_window=128)
+    assert attention_shape(stated).sliding
+    assert cm.attention(stated).fwd == pytest.approx(window)
+
+
 def test_tables_are_read_against_the_catalogues_peak() -> None:
     """The cuDNN tables are stored as fractions of 2500 TFLOP/s (GB200's and GB300's dense
     BF16 peak): the catalogue must say the same, or every Blackwell fraction is off."""

@@ -84,6 +84,8 @@ def test_gpt_oss_alternates_sliding_and_full_attention() -> None:
     assert slid.params == full.params == heads  # one sink per head
     shape = attention_shape(slid)
     assert (shape.seq, shape.causal) == (128, True)
+    # the window layers state their window; the full ones do not
+    assert (slid.sliding_window, full.sliding_window) == (128, 0)
 
 
 def test_gpt_oss_expert_down_bias_is_its_own_kernels() -> None:
@@ -201,6 +203,7 @@ def test_llama4_chunked_attention_on_rotary_layers_only() -> None:
     # layers 0-2 rotary and chunked (two causal chunks: half the causal FLOP); layer 3 NoPE
     assert [a.fwd_flop / full for a in att] == [0.5, 0.5, 0.5, 1.0]
     assert attention_shape(att[0]).seq == 8192 and attention_shape(att[0]).causal
+    assert not any(a.sliding_window or attention_shape(a).sliding for a in att)  # chunks
     rope = [la.name for la in w.layers if la.name.endswith(".rope")]
     assert rope == ["layer0.rope", "layer1.rope", "layer2.rope"]
     # at the chunk length or below, chunking changes nothing
