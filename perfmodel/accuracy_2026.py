@@ -50,17 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.accuracy_modern import (
+    MBRIDGE_AT,
+    MBRIDGE_PERF_CONFIGS,
     MBRIDGE_SOFTWARE_OPTIONS,
     ModernResults,
     _predict_rows,
     megatron_plan,
 )
 from perfmodel.api import Scenario
-
-_CFG = (
-    "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 scripts/performance/"
-    "configs/"
-)
 
 #: System of each GPU named in a row (first match wins); its GPUs per server come from the
 #: catalogue file (:func:`perfmodel.topology.builders.gpus_per_server`).
@@ -93,7 +90,8 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
         (model, gpu): MoeRecipe2026(
             "hybridep",
             False,
-            _CFG + f"qwen/qwen3_workload_base_configs.py {name}_PRETRAIN_CONFIG_{gpu}_FP8_MX_"
+            MBRIDGE_PERF_CONFIGS
+            + f"qwen/qwen3_workload_base_configs.py {name}_PRETRAIN_CONFIG_{gpu}_FP8_MX_"
             f"{variant} (moe_flex_dispatcher_backend='hybridep'); qwen3_llm_pretrain.py: "
             "moe_token_dispatcher_type 'flex'",
         )
@@ -107,7 +105,8 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
         ("DeepSeek-V3", gpu): MoeRecipe2026(
             "hybridep",
             False,
-            _CFG + f"deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_{gpu}"
+            MBRIDGE_PERF_CONFIGS
+            + f"deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_{gpu}"
             "_V2 (moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False)",
         )
         for gpu in ("GB300", "GB200", "B300")
@@ -116,7 +115,7 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
         ("GPT-OSS 120B", gpu): MoeRecipe2026(
             dispatcher,
             overlap,
-            _CFG + f"gpt_oss/gpt_oss_workload_base_configs.py {config} ({why})",
+            MBRIDGE_PERF_CONFIGS + f"gpt_oss/gpt_oss_workload_base_configs.py {config} ({why})",
         )
         for gpu, config, dispatcher, overlap, why in (
             (
@@ -145,7 +144,7 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
     ("Kimi K2", "GB300"): MoeRecipe2026(
         "hybridep",
         False,
-        _CFG + "kimi/kimi_workload_base_configs.py KIMI_K2_PRETRAIN_CONFIG_GB300 "
+        MBRIDGE_PERF_CONFIGS + "kimi/kimi_workload_base_configs.py KIMI_K2_PRETRAIN_CONFIG_GB300 "
         "(moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False); kimi_llm_pretrain.py: "
         "apply_flex_dispatcher_backend, optimizer 'muon' by default",
     ),
@@ -159,7 +158,8 @@ MOE_RECIPES_2026: Mapping[tuple[str, str], MoeRecipe2026] = {
 ACTIVATION_OFFLOAD_2026: Mapping[tuple[str, str, str], tuple[int, str]] = {
     ("Llama 3 70B", gpu, "FP8"): (
         n,
-        _CFG + f"llama/llama3_workload_base_configs.py LLAMA3_70B_PRETRAIN_CONFIG_{gpu}_FP8_CS_V2 "
+        MBRIDGE_PERF_CONFIGS
+        + f"llama/llama3_workload_base_configs.py LLAMA3_70B_PRETRAIN_CONFIG_{gpu}_FP8_CS_V2 "
         f"(use_megatron_fsdp=True, cpu_offloading_num_layers={n})",
     )
     for gpu, n in (("GB300", 20), ("GB200", 40))
@@ -255,8 +255,8 @@ def moe_recipe(row: Mapping[str, Any]) -> MoeRecipe2026 | None:
 
 
 _DSV3 = (
-    "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 src/megatron/bridge/"
-    "recipes/deepseek/deepseek_v3.py set_deepseek_v3_pipeline_model_parallel_layout layout_map"
+    MBRIDGE_AT + "src/megatron/bridge/recipes/deepseek/deepseek_v3.py "
+    "set_deepseek_v3_pipeline_model_parallel_layout layout_map"
 )
 
 #: Pipeline layouts the rows' recipes state (Megatron-Core ``pipeline_model_parallel_layout``,
@@ -271,7 +271,8 @@ PIPELINE_LAYOUTS_2026: Mapping[str, tuple[str, str]] = {
     ),
     "mbridge-260401-gb300-dsv3-256g-mxfp8-tokens": (
         "Et*4|(t*4|)*14tmL",
-        _CFG + "deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1 "
+        MBRIDGE_PERF_CONFIGS
+        + "deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1 "
         "pp_layout (V2 inherits it)",
     ),
     "mbridge-260401-b300-dsv3-256g-mxfp8-tokens": (
@@ -280,8 +281,8 @@ PIPELINE_LAYOUTS_2026: Mapping[str, tuple[str, str]] = {
     ),
     "mbridge-260401-gb300-kimi-k2-256g-mxfp8-tokens": (
         "Et*4|(t*4|)*14tL",
-        "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 src/megatron/"
-        "bridge/recipes/kimi/kimi_k2.py _get_kimi_k2_pipeline_layout[(4, 4)] "
+        MBRIDGE_AT + "src/megatron/bridge/recipes/kimi/kimi_k2.py "
+        "_get_kimi_k2_pipeline_layout[(4, 4)] "
         "(KIMI_K2_PRETRAIN_CONFIG_GB300 sets no pp_layout)",
     ),
 }

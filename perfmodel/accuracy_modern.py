@@ -91,10 +91,12 @@ class MoeRecipe:
     fp8_recipe: str | None = None
 
 
-_MB_PERF = (
-    "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 scripts/performance/"
-    "configs/"
-)
+#: The Megatron-Bridge repository at the commit every 26.04.01 row's recipe is read from, as the
+#: sources spell it (a path inside the repository follows).
+MBRIDGE_AT = "NVIDIA-NeMo/Megatron-Bridge @21d102f5ecbaa9307bb7eb0a9b0850cdf2f4bbd6 "
+
+#: Its performance configs folder (the rows' base configs).
+MBRIDGE_PERF_CONFIGS = MBRIDGE_AT + "scripts/performance/configs/"
 
 #: The Megatron-Bridge 26.04.01 MoE rows' recipes by (model name prefix, GPU). The
 #: ``*_llm_pretrain.py`` functions set ``moe_token_dispatcher_type`` ("flex" or "alltoall") and
@@ -105,7 +107,7 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
     ("Qwen3-30B-A3B", "B200"): MoeRecipe(
         "hybridep",
         False,
-        _MB_PERF
+        MBRIDGE_PERF_CONFIGS
         + "qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1"
         " (= B200_BF16_V1: moe_flex_dispatcher_backend='hybridep'); qwen3_llm_pretrain.py "
         "qwen3_30b_a3b_pretrain_config_b200: moe_token_dispatcher_type='flex'",
@@ -113,7 +115,7 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
     ("Qwen3-30B-A3B", "H100"): MoeRecipe(
         "hybridep",
         False,
-        _MB_PERF
+        MBRIDGE_PERF_CONFIGS
         + "qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1"
         " (moe_flex_dispatcher_backend='hybridep', moe_a2a_overlap=False); qwen3_llm_pretrain.py "
         "qwen3_30b_a3b_pretrain_config_h100: moe_token_dispatcher_type='flex'",
@@ -122,7 +124,7 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
     ("Qwen3-235B-A22B", "B200"): MoeRecipe(
         "alltoall",
         False,
-        _MB_PERF
+        MBRIDGE_PERF_CONFIGS
         + "qwen/qwen3_workload_base_configs.py QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2"
         " (= B200_FP8_CS_V1 at 256 GPUs, GBS 8192: moe_a2a_overlap=False, no flex backend); "
         "qwen3_llm_pretrain.py qwen3_235b_a22b_pretrain_config_b200: "
@@ -131,7 +133,7 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
     ("Qwen3-235B-A22B", "H100"): MoeRecipe(
         "alltoall",
         True,
-        _MB_PERF
+        MBRIDGE_PERF_CONFIGS
         + "qwen/qwen3_workload_base_configs.py QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2"
         " (= H100_FP8_CS_V1, GBS 8192: moe_a2a_overlap=True, no flex backend); "
         "qwen3_llm_pretrain.py qwen3_235b_a22b_pretrain_config_h100: "
@@ -141,7 +143,7 @@ MBRIDGE_MOE_RECIPES: Mapping[tuple[str, str], MoeRecipe] = {
     ("DeepSeek-V3", "B200"): MoeRecipe(
         "deepep",
         True,
-        _MB_PERF + "deepseek/deepseek_workload_base_configs.py "
+        MBRIDGE_PERF_CONFIGS + "deepseek/deepseek_workload_base_configs.py "
         "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (moe_flex_dispatcher_backend='deepep', "
         "moe_a2a_overlap=True, PP 8, VP 2, EP 32, recompute_modules=['mla_up_proj', 'mlp']); "
         "deepseek_llm_pretrain.py set_deepseek_v3_common_configs: "

@@ -78,18 +78,23 @@ class DataParallelEmitters:
         key = (op, nbytes, s, group)
         duration_s = self._dp_time.get(key)
         if duration_s is None:
-            main, sibs = self._dp_group(s, group)
+            groups = self._dp_flat(s, group)
             costs = self.costs
             by_key = getattr(costs, "concurrent_key", None)
             if by_key is None:  # a cost model without shared values (tests)
-                duration_s = costs.concurrent_time(op, nbytes, [main, *sibs], self.alg)
+                duration_s = costs.concurrent_time(op, nbytes, groups, self.alg)
             else:
-                duration_s = self._dp_keyed(s, group, op, nbytes, [main, *sibs])
+                duration_s = self._dp_keyed(s, group, op, nbytes, groups)
             self._dp_time[key] = duration_s
         return duration_s
 
     def _dp_keyed(
-        self, s: int, group: str, op: CollectiveOp, nbytes: float, groups: list[tuple[str, ...]]
+        self,
+        s: int,
+        group: str,
+        op: CollectiveOp,
+        nbytes: float,
+        groups: tuple[tuple[str, ...], ...],
     ) -> float:
         """:meth:`dp_time` through ``SystemCosts.concurrent_keyed``: the stage's key
         (``SystemCosts.concurrent_key``, asked before the stage's first collective and, where
@@ -188,8 +193,7 @@ class DataParallelEmitters:
                 self.preset.param_owners, [p for _, p in tensors], len(self.dp_groups[s])
             )
             owners = self._owners[s] = (tensors, ranks)
-        main, sibs = self._dp_group(s, "dp")
-        groups = [main, *sibs]
+        groups = self._dp_flat(s, "dp")
         return sum(
             self.costs.concurrent_time(CollectiveOp.BROADCAST, b, groups, self.alg)
             for b in tensor_owner_bytes(layer_ids, owners[0], owners[1], self.rc.gather_bytes)

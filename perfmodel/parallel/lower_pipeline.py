@@ -674,33 +674,25 @@ class PipelineLowering(
         if self.op_tasks and self.PLAIN_LOOP:
             self.run_plain_schedule()
             return
+        from perfmodel.parallel.schedule import round_robin  # the speed doors' driver too
+
         P, K, ops = self.P, self.K, self.ops
         f_out, b_out, forward, backward = self.f_out, self.b_out, self.forward, self.backward
         pos = [0] * P
-        lens = [len(o) for o in ops]
-        remaining = sum(lens)
-        while remaining:
-            progressed = False
-            for s in range(P):
-                o, i, n = ops[s], pos[s], lens[s]
-                while i < n:
-                    phase, mb, c = o[i]
-                    k = c * P + s
-                    if phase == "F":
-                        if k > 0 and (mb, k - 1) not in f_out:
-                            break
-                        forward(s, mb, c)
-                    else:
-                        if k < K - 1 and (mb, k + 1) not in b_out:
-                            break
-                        backward(s, mb, c)
-                    i += 1
-                if i > pos[s]:
-                    remaining -= i - pos[s]
-                    pos[s] = i
-                    progressed = True
-            if not progressed:  # pragma: no cover - schedule bug
-                raise RuntimeError("pipeline schedule deadlocked during lowering")
+        for s, o, i, n in round_robin(ops, pos):
+            while i < n:
+                phase, mb, c = o[i]
+                k = c * P + s
+                if phase == "F":
+                    if k > 0 and (mb, k - 1) not in f_out:
+                        break
+                    forward(s, mb, c)
+                else:
+                    if k < K - 1 and (mb, k + 1) not in b_out:
+                        break
+                    backward(s, mb, c)
+                i += 1
+            pos[s] = i
 
     def kernel_issue(self) -> None:
         """Eager stacks: each stage's host thread issues every kernel of the step in order,

@@ -50,6 +50,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.parallel.lower_shortcuts import op_labels
+from perfmodel.parallel.schedule import round_robin
 from perfmodel.parallel.taskgraph import (
     CHAIN_MARK,
     SENT,
@@ -530,149 +531,139 @@ class OperationReplay:
         new, twin, mark, compute = _new_task, _ChainTaskTwin, CHAIN_MARK, _COMPUTE
         hidden = merged = inline = 0
         pos = [0] * P
-        lens = [len(o) for o in ops]
-        remaining = sum(lens)
-        while remaining:
-            progressed = False
-            for s in range(P):
-                o, i, n = ops[s], pos[s], lens[s]
-                while i < n:
-                    phase, mb, c = o[i]
-                    k = c * P + s
-                    fwd = phase == "F"
-                    if fwd:
-                        if k > 0:
-                            d = f_out.get((mb, k - 1))
-                            if d is None:
-                                break
-                        final = False
-                    else:
-                        if k < K - 1:
-                            d = b_out.get((mb, k + 1))
-                            if d is None:
-                                break
-                        final = mb == final_mb
-                    first = first_done[s]
-                    j = 8 * k + 4 * fwd + 2 * final + first
-                    t = tpls[j]
-                    if t is None:
-                        hit = template(s, fwd, mb, final, k)
-                        t = tpls[j] = False if hit is False else (*hit[0], *hit[1:])
-                    if t is False:  # another path: forward / backward
-                        (low.forward if fwd else low.backward)(s, mb, c)
-                        i += 1
-                        continue
-                    static, c_max, two, one, red, n_items, n_hid, gpu, labels, sends, send = t
-                    a = last[s]
-                    if fwd or k == K - 1:  # [last, input] (k > 0) or [last], cleaned as
-                        # add_chain cleans them; the last chunk's backward: [last, its forward]
-                        if not fwd:
-                            d = f_done[(mb, k)]
-                        if fwd and k == 0:
-                            deps: tuple[int, ...] = (a,) if a >= 0 else ()
-                        elif a < 0:
-                            deps = (d,) if d >= 0 else ()
-                        elif d < 0 or d == a:
-                            deps = (a,)
-                        else:
-                            deps = (a, d) if a < d else (d, a)
-                    else:  # sorted({a, f, d}), by hand as run_plain_schedule
-                        # sorts them: none is negative (this stage ran the forward, so ``last``
-                        # is set; the forward and the later chunk's backward ended), and d (the
-                        # later backward's output) comes after f (this forward's end)
-                        f = f_done[(mb, k)]
-                        assert a >= 0 and f >= 0 and d >= 0, "a backward before its forward"
-                        if a > f:
-                            a, f = f, a
-                        if f > d:
-                            f, d = d, f
-                            assert a < f, "b_out precedes its forward's f_done"
-                        if a == f:  # one micro-batch a step: the forward was the last task
-                            deps = (a,) if f == d else (a, d)
-                        else:
-                            deps = (a, f) if f == d else (a, f, d)
-                    tid = len(tasks)
-                    # add_chain's check (the template's own tasks are earlier by make), each
-                    # of at most three dependencies read without a list
-                    assert not deps or (
-                        deps[0] % SENT < tid
-                        and deps[-1] % SENT < tid
-                        and (len(deps) < 3 or deps[1] % SENT < tid)
-                    ), "dependencies must precede the task"
-                    hidden += n_hid
-                    merged += n_items
-                    inline += 1
-                    hist = hists[s]
-                    a0 = hist[-2] if len(hist) >= 2 else -1
-                    a1 = hist[-1] if hist else -1
-                    busy = cs_max[s]  # compute_emitted's, for the segments' computes
-                    if c_max > busy[0]:
-                        busy[0] = c_max
-                    if c_max > busy[1]:
-                        busy[1] = c_max
-                    send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
-                    if send is not None:
-                        js = 0 if fwd else 1
-                        exact = exact_s[s]
-                        if exact[js]:
-                            prev = prev_s[s]
-                            ok = busy[js] >= prev[js]
-                            prev[js] = send[0]
-                            busy[js] = 0.0
-                            if ok:
-                                send_s, spec = send
-                                last_s[s][js] = tid
-                                merged += 1
-                            else:
-                                exact[js] = False
-                                x = last_s[s][js]
-                                wait = x + SENT if x >= 0 else -1
-                        else:
-                            wait = -1
-                    task = new(twin)  # add_chain's stores, then the frozen class
-                    task.then_s = mark
-                    task.send_s = send_s
-                    task.send = spec
-                    task.chain = (static, a0, a1)
-                    task.tid = tid
-                    task.kind = compute
-                    task.device = gpu
-                    task.stream = "compute"
-                    task.duration_s = 0.0
-                    task.deps = deps
-                    task.label = labels[mb]
-                    task.microbatch = mb
-                    task.chunk = k
-                    task.comm = None
-                    task.__class__ = ChainTask  # type: ignore[assignment]
-                    tasks.append(task)
-                    if gpu not in dset:
-                        dset.add(gpu)
-                        b.devices.append(gpu)
-                    hist.append(tid + two)
-                    hist.append(tid + one)
-                    first_done[s] = True
-                    if red:
-                        grad_comm[s].append(tid + red)
-                    last[s] = tid
-                    out = tid
-                    if spec is not None:
-                        out = tid + SENT
-                    elif wait != -3:
-                        out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
-                    if fwd:
-                        f_done[(mb, k)] = tid
-                        if sends:
-                            f_out[(mb, k)] = out
-                    elif sends:
-                        b_out[(mb, k)] = out
+        for s, o, i, n in round_robin(ops, pos):
+            while i < n:
+                phase, mb, c = o[i]
+                k = c * P + s
+                fwd = phase == "F"
+                if fwd:
+                    if k > 0:
+                        d = f_out.get((mb, k - 1))
+                        if d is None:
+                            break
+                    final = False
+                else:
+                    if k < K - 1:
+                        d = b_out.get((mb, k + 1))
+                        if d is None:
+                            break
+                    final = mb == final_mb
+                first = first_done[s]
+                j = 8 * k + 4 * fwd + 2 * final + first
+                t = tpls[j]
+                if t is None:
+                    hit = template(s, fwd, mb, final, k)
+                    t = tpls[j] = False if hit is False else (*hit[0], *hit[1:])
+                if t is False:  # another path: forward / backward
+                    (low.forward if fwd else low.backward)(s, mb, c)
                     i += 1
-                if i > pos[s]:
-                    remaining -= i - pos[s]
-                    pos[s] = i
-                    progressed = True
-            if not progressed:  # pragma: no cover - schedule bug
-                raise RuntimeError("pipeline schedule deadlocked during lowering")
+                    continue
+                static, c_max, two, one, red, n_items, n_hid, gpu, labels, sends, send = t
+                a = last[s]
+                if fwd or k == K - 1:  # [last, input] (k > 0) or [last], cleaned as
+                    # add_chain cleans them; the last chunk's backward: [last, its forward]
+                    if not fwd:
+                        d = f_done[(mb, k)]
+                    if fwd and k == 0:
+                        deps: tuple[int, ...] = (a,) if a >= 0 else ()
+                    elif a < 0:
+                        deps = (d,) if d >= 0 else ()
+                    elif d < 0 or d == a:
+                        deps = (a,)
+                    else:
+                        deps = (a, d) if a < d else (d, a)
+                else:  # sorted({a, f, d}), by hand as run_plain_schedule
+                    # sorts them: none is negative (this stage ran the forward, so ``last``
+                    # is set; the forward and the later chunk's backward ended), and d (the
+                    # later backward's output) comes after f (this forward's end)
+                    f = f_done[(mb, k)]
+                    assert a >= 0 and f >= 0 and d >= 0, "a backward before its forward"
+                    if a > f:
+                        a, f = f, a
+                    if f > d:
+                        f, d = d, f
+                        assert a < f, "b_out precedes its forward's f_done"
+                    if a == f:  # one micro-batch a step: the forward was the last task
+                        deps = (a,) if f == d else (a, d)
+                    else:
+                        deps = (a, f) if f == d else (a, f, d)
+                tid = len(tasks)
+                # add_chain's check (the template's own tasks are earlier by make), each
+                # of at most three dependencies read without a list
+                assert not deps or (
+                    deps[0] % SENT < tid
+                    and deps[-1] % SENT < tid
+                    and (len(deps) < 3 or deps[1] % SENT < tid)
+                ), "dependencies must precede the task"
+                hidden += n_hid
+                merged += n_items
+                inline += 1
+                hist = hists[s]
+                a0 = hist[-2] if len(hist) >= 2 else -1
+                a1 = hist[-1] if hist else -1
+                busy = cs_max[s]  # compute_emitted's, for the segments' computes
+                if c_max > busy[0]:
+                    busy[0] = c_max
+                if c_max > busy[1]:
+                    busy[1] = c_max
+                send_s, spec, wait = 0.0, None, -3  # fold_send's (-3: no send task)
+                if send is not None:
+                    js = 0 if fwd else 1
+                    exact = exact_s[s]
+                    if exact[js]:
+                        prev = prev_s[s]
+                        ok = busy[js] >= prev[js]
+                        prev[js] = send[0]
+                        busy[js] = 0.0
+                        if ok:
+                            send_s, spec = send
+                            last_s[s][js] = tid
+                            merged += 1
+                        else:
+                            exact[js] = False
+                            x = last_s[s][js]
+                            wait = x + SENT if x >= 0 else -1
+                    else:
+                        wait = -1
+                task = new(twin)  # add_chain's stores, then the frozen class
+                task.then_s = mark
+                task.send_s = send_s
+                task.send = spec
+                task.chain = (static, a0, a1)
+                task.tid = tid
+                task.kind = compute
+                task.device = gpu
+                task.stream = "compute"
+                task.duration_s = 0.0
+                task.deps = deps
+                task.label = labels[mb]
+                task.microbatch = mb
+                task.chunk = k
+                task.comm = None
+                task.__class__ = ChainTask  # type: ignore[assignment]
+                tasks.append(task)
+                if gpu not in dset:
+                    dset.add(gpu)
+                    b.devices.append(gpu)
+                hist.append(tid + two)
+                hist.append(tid + one)
+                first_done[s] = True
+                if red:
+                    grad_comm[s].append(tid + red)
+                last[s] = tid
+                out = tid
+                if spec is not None:
+                    out = tid + SENT
+                elif wait != -3:
+                    out = low._send_task(fwd, tid, wait, mb, k, send, gpu)
+                if fwd:
+                    f_done[(mb, k)] = tid
+                    if sends:
+                        f_out[(mb, k)] = out
+                elif sends:
+                    b_out[(mb, k)] = out
+                i += 1
+            pos[s] = i
         low.hidden_merged += hidden
         low.op_merged += merged
         low.chains_inline += inline

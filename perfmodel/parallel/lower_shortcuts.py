@@ -51,6 +51,7 @@ from perfmodel.parallel.lowering import (
 )
 from perfmodel.parallel.partition import block_runs, partition, stated_partition
 from perfmodel.parallel.plan import ParallelismPlan
+from perfmodel.parallel.schedule import round_robin
 from perfmodel.parallel.taskgraph import (
     _S_SEND,
     _S_SEND_S,
@@ -780,150 +781,140 @@ class LoweringShortcuts:
         # single_template's answers (init_replay set them; read only where replay holds)
         singles = self._single_tpl  # type: ignore[attr-defined]
         pos = [0] * P
-        lens = [len(o) for o in ops]
-        remaining = sum(lens)
-        while remaining:
-            progressed = False
-            for s in range(P):
-                o, i, n = ops[s], pos[s], lens[s]
-                while i < n:
-                    phase, mb, c = o[i]
-                    k = c * P + s
-                    if phase == "F":
-                        fwd, j = True, 0  # j: the send stream (fold_send's i)
-                        if k > 0:
-                            d = f_out.get((mb, k - 1))
-                            if d is None:
-                                break
-                        t = tf[k]
-                    else:
-                        fwd, j = False, 1
-                        if k < K - 1:
-                            d = b_out.get((mb, k + 1))
-                            if d is None:
-                                break
-                        t = None if every_b or mb == final_b else tb[k]
-                    if t is None or gathers_left[s] > 0:  # not plain: the general path
-                        if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
-                            # a copy of a recorded operation of one task: inline below, as
-                            # replay_op's general copy emits it (single_template)
-                            rk = (k, fwd, gathers_left[s] > 0)
-                            t = singles.get(rk)
-                            if t is None:
-                                t = self.single_template(rk)  # type: ignore[attr-defined]
-                            if not t:
-                                self.replay_op(s, fwd, mb, c)  # type: ignore[attr-defined]
-                                i += 1
-                                continue
-                        else:
-                            if fwd:
-                                forward(s, mb, c)
-                            else:
-                                backward(s, mb, c)
+        for s, o, i, n in round_robin(ops, pos):
+            while i < n:
+                phase, mb, c = o[i]
+                k = c * P + s
+                if phase == "F":
+                    fwd, j = True, 0  # j: the send stream (fold_send's i)
+                    if k > 0:
+                        d = f_out.get((mb, k - 1))
+                        if d is None:
+                            break
+                    t = tf[k]
+                else:
+                    fwd, j = False, 1
+                    if k < K - 1:
+                        d = b_out.get((mb, k + 1))
+                        if d is None:
+                            break
+                    t = None if every_b or mb == final_b else tb[k]
+                if t is None or gathers_left[s] > 0:  # not plain: the general path
+                    if replay and self.replayable(s, fwd, mb, k):  # type: ignore[attr-defined]
+                        # a copy of a recorded operation of one task: inline below, as
+                        # replay_op's general copy emits it (single_template)
+                        rk = (k, fwd, gathers_left[s] > 0)
+                        t = singles.get(rk)
+                        if t is None:
+                            t = self.single_template(rk)  # type: ignore[attr-defined]
+                        if not t:
+                            self.replay_op(s, fwd, mb, c)  # type: ignore[attr-defined]
                             i += 1
                             continue
-                    gpu, dur, then, sends, send, labels, twin, cls, over, cmax, m_add, c_add = t
-                    key = (mb, k)
-                    # the operation's dependencies, cleaned as GraphBuilder.add cleans them
-                    a = last[s]
-                    if not fwd:
-                        f = f_done[key]
-                        if k < K - 1:
-                            if a < 0 or f < 0 or d < 0:
-                                deps = tuple(sorted({y for y in (a, f, d) if y >= 0}))
-                            else:  # sorted({a, f, d}), by hand (two compares):
-                                # d (b_out[(mb, k + 1)], a backward after that forward, or
-                                # its send) always comes after f (f_done[(mb, k)]), so after
-                                # a swap with d, a <= the old f < the new f
-                                if a > f:
-                                    a, f = f, a
-                                if f > d:
-                                    f, d = d, f
-                                    assert a < f, "b_out precedes its forward's f_done"
-                                if a == f:
-                                    deps = (a,) if f == d else (a, d)
-                                else:
-                                    deps = (a, f) if f == d else (a, f, d)
-                            a = -2  # done
-                        else:
-                            d = f
-                    if a == -2:
-                        pass
-                    elif fwd and k == 0:
-                        deps = (a,) if a >= 0 else ()
-                    elif a < 0:
-                        deps = (d,) if d >= 0 else ()
-                    elif d < 0 or d == a:
-                        deps = (a,)
                     else:
-                        deps = (a, d) if a < d else (d, a)
-                    tid = len(tasks)
-                    cs = cs_max[s]  # compute_emitted
-                    if cmax > cs[0]:
-                        cs[0] = cmax
-                    if cmax > cs[1]:
-                        cs[1] = cmax
-                    # fold_send, decided before the task is made (it reads the state above)
-                    send_s, spec, wait = 0.0, None, -3  # -3: no send task
-                    if send is not None:
-                        if exact_s[s][j]:
-                            ok = cs[j] >= prev_s[s][j]
-                            prev_s[s][j] = send[0]
-                            cs[j] = 0.0
-                            if ok:
-                                send_s, spec = send
-                                last_s[s][j] = tid
-                            else:
-                                exact_s[s][j] = False
-                                x = last_s[s][j]
-                                wait = x + SENT if x >= 0 else -1
+                        if fwd:
+                            forward(s, mb, c)
                         else:
-                            wait = -1
-                    # plain_op's OpTask (GraphBuilder.add's twin and values), or the copy's
-                    task = new(twin)
-                    if over is not None:
-                        task.over = over
-                    task.then_s = then
-                    task.send_s = send_s
-                    task.send = spec
-                    task.tid = tid
-                    task.kind = compute
-                    task.device = gpu
-                    task.stream = "compute"
-                    task.duration_s = dur
-                    task.deps = deps
-                    task.label = labels[mb]
-                    task.microbatch = mb
-                    task.chunk = k
-                    task.comm = None
-                    task.__class__ = cls
-                    tasks.append(task)
-                    if gpu not in dset:
-                        dset.add(gpu)
-                        b.devices.append(gpu)
-                    last[s] = tid
-                    out = tid
-                    merged += m_add
-                    coarse += c_add
-                    if spec is not None:
-                        out = tid + SENT
-                        merged += 1
-                    elif wait != -3:
-                        out = self._send_task(fwd, tid, wait, mb, k, send, gpu)  # type: ignore[arg-type]
-                    if fwd:
-                        first_done[s] = True
-                        f_done[key] = tid
-                        if sends:
-                            f_out[key] = out
-                    elif sends:
-                        b_out[key] = out
-                    i += 1
-                if i > pos[s]:
-                    remaining -= i - pos[s]
-                    pos[s] = i
-                    progressed = True
-            if not progressed:  # pragma: no cover - schedule bug
-                raise RuntimeError("pipeline schedule deadlocked during lowering")
+                            backward(s, mb, c)
+                        i += 1
+                        continue
+                gpu, dur, then, sends, send, labels, twin, cls, over, cmax, m_add, c_add = t
+                key = (mb, k)
+                # the operation's dependencies, cleaned as GraphBuilder.add cleans them
+                a = last[s]
+                if not fwd:
+                    f = f_done[key]
+                    if k < K - 1:
+                        if a < 0 or f < 0 or d < 0:
+                            deps = tuple(sorted({y for y in (a, f, d) if y >= 0}))
+                        else:  # sorted({a, f, d}), by hand (two compares):
+                            # d (b_out[(mb, k + 1)], a backward after that forward, or
+                            # its send) always comes after f (f_done[(mb, k)]), so after
+                            # a swap with d, a <= the old f < the new f
+                            if a > f:
+                                a, f = f, a
+                            if f > d:
+                                f, d = d, f
+                                assert a < f, "b_out precedes its forward's f_done"
+                            if a == f:
+                                deps = (a,) if f == d else (a, d)
+                            else:
+                                deps = (a, f) if f == d else (a, f, d)
+                        a = -2  # done
+                    else:
+                        d = f
+                if a == -2:
+                    pass
+                elif fwd and k == 0:
+                    deps = (a,) if a >= 0 else ()
+                elif a < 0:
+                    deps = (d,) if d >= 0 else ()
+                elif d < 0 or d == a:
+                    deps = (a,)
+                else:
+                    deps = (a, d) if a < d else (d, a)
+                tid = len(tasks)
+                cs = cs_max[s]  # compute_emitted
+                if cmax > cs[0]:
+                    cs[0] = cmax
+                if cmax > cs[1]:
+                    cs[1] = cmax
+                # fold_send, decided before the task is made (it reads the state above)
+                send_s, spec, wait = 0.0, None, -3  # -3: no send task
+                if send is not None:
+                    if exact_s[s][j]:
+                        ok = cs[j] >= prev_s[s][j]
+                        prev_s[s][j] = send[0]
+                        cs[j] = 0.0
+                        if ok:
+                            send_s, spec = send
+                            last_s[s][j] = tid
+                        else:
+                            exact_s[s][j] = False
+                            x = last_s[s][j]
+                            wait = x + SENT if x >= 0 else -1
+                    else:
+                        wait = -1
+                # plain_op's OpTask (GraphBuilder.add's twin and values), or the copy's
+                task = new(twin)
+                if over is not None:
+                    task.over = over
+                task.then_s = then
+                task.send_s = send_s
+                task.send = spec
+                task.tid = tid
+                task.kind = compute
+                task.device = gpu
+                task.stream = "compute"
+                task.duration_s = dur
+                task.deps = deps
+                task.label = labels[mb]
+                task.microbatch = mb
+                task.chunk = k
+                task.comm = None
+                task.__class__ = cls
+                tasks.append(task)
+                if gpu not in dset:
+                    dset.add(gpu)
+                    b.devices.append(gpu)
+                last[s] = tid
+                out = tid
+                merged += m_add
+                coarse += c_add
+                if spec is not None:
+                    out = tid + SENT
+                    merged += 1
+                elif wait != -3:
+                    out = self._send_task(fwd, tid, wait, mb, k, send, gpu)  # type: ignore[arg-type]
+                if fwd:
+                    first_done[s] = True
+                    f_done[key] = tid
+                    if sends:
+                        f_out[key] = out
+                elif sends:
+                    b_out[key] = out
+                i += 1
+            pos[s] = i
         self.op_merged += merged
         self.coarsened += coarse
 

@@ -14,6 +14,7 @@ GPipe and 1F1B ``(p - 1) / m``, interleaved 1F1B ``(p - 1) / (v m)``
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate
 
@@ -150,3 +151,38 @@ def stage_peak_in_flight(schedule: PipelineSchedule, p: int, m: int, stage: int,
         n = m * v
         w = min(warmup_forwards(p, stage, v), n)
     return min(w + 1, n)
+
+
+def round_robin(
+    ops: Sequence[Sequence[Op]], pos: list[int]
+) -> Iterator[tuple[int, Sequence[Op], int, int]]:
+    """The global order a lowering emits the stages' operations in: stage ``0, 1, ..., P - 1``
+    round after round. At each visit it yields ``(s, ops[s], pos[s], len(ops[s]))``; the
+    caller emits stage ``s``'s operations from ``pos[s]`` on while the chunk each depends on
+    has been emitted, and sets ``pos[s]`` past the last one it emitted before the next visit.
+    Ends after the round in which every stage's operations are emitted; a round that emits
+    none is a schedule bug (``RuntimeError``: the lowering would wait forever). The one
+    driver of ``PipelineLowering.run_schedule``'s reference loop and of its speed doors
+    (``run_plain_schedule``, ``run_chain_schedule``), which differ in what they emit per
+    operation, not in this order.
+
+    >>> ops, pos, done = [[("F", 0, 0), ("B", 0, 0)]] * 2, [0, 0], []
+    >>> def ready(s, phase):  # a forward after the previous stage's, a backward after the next's
+    ...     return s == (0 if phase == "F" else 1) or (phase, s - 1 if phase == "F" else s + 1) in done
+    >>> for s, o, i, n in round_robin(ops, pos):
+    ...     while i < n and ready(s, o[i][0]):
+    ...         done.append((o[i][0], s))
+    ...         i += 1
+    ...     pos[s] = i
+    >>> done
+    [('F', 0), ('F', 1), ('B', 1), ('B', 0)]
+    """
+    total = sum(len(o) for o in ops)
+    done = 0
+    while done < total:
+        for s, o in enumerate(ops):
+            yield s, o, pos[s], len(o)
+        now = sum(pos)
+        if now == done:  # a schedule bug
+            raise RuntimeError("pipeline schedule deadlocked during lowering")
+        done = now
