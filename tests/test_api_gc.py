@@ -85,3 +85,60 @@ def test_the_executable_runs_with_the_cli_threshold(monkeypatch: pytest.MonkeyPa
     assert seen[0] == CLI_YOUNG_THRESHOLD and seen[-1] == YOUNG_THRESHOLD
     assert set(seen) == {CLI_YOUNG_THRESHOLD, YOUNG_THRESHOLD}
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def _generation(obj: object) -> int | None:
+    """The collector generation that holds ``obj`` (``None``: none, e.g. frozen)."""
+    for g in range(3):
+        if any(o is obj for o in gc.get_objects(g)):
+            return g
+    return None
+
+
+@pytest.mark.usefixtures("default_threshold")
+@pytest.mark.parametrize("promote", [True, False])
+def test_what_a_prediction_keeps_is_promoted(
+    monkeypatch: pytest.MonkeyPatch, promote: bool
+) -> None:
+    """_gc.PROMOTE_SURVIVORS: the report (and task graph) a prediction caches leaves the young
+    generation at once, so no young collection walks it; the same report either way."""
+    monkeypatch.setattr("perfmodel._gc.PROMOTE_SURVIVORS", promote)
+    sc = api.Scenario(system="dgx1-v100", model="mlp", batch_per_gpu=8, gpus=8, fidelity="analytic")
+    api._REPORTS.clear()
+    gc.collect()
+    report = api.predict(sc, baseline=False)
+    graph = report.timeline.graph
+    where = _generation(graph)
+    if promote:
+        assert where == 2 and gc.get_count()[0] < 700  # no young collection due
+    else:
+        assert where in (0, 1)
+    api._REPORTS.clear()
+    monkeypatch.setattr("perfmodel._gc.PROMOTE_SURVIVORS", not promote)
+    assert api.predict(sc, baseline=False) == report
+
+
+@pytest.mark.usefixtures("default_threshold")
+def test_promotion_keeps_cycles_collectable_and_a_callers_freeze() -> None:
+    """Promoted garbage cycles are freed by a full collection; objects a caller froze stay
+    frozen (no promotion then)."""
+
+    class Node:
+        other: object = None
+
+    with fewer_collections():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+    assert _generation(a) == 2
+    del a, b
+    assert gc.collect() >= 2
+    kept = Node()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with fewer_collections():
+            made = Node()
+        assert gc.get_freeze_count() == frozen and _generation(kept) is None
+        assert _generation(made) in (0, 1)
+    finally:
+        gc.unfreeze()
