@@ -262,6 +262,10 @@ class PlanScreen(ScreenGroups):
     """
 
     fidelity = "screen"
+    #: :meth:`_memory` keeps :meth:`_fuller_stage` per (plan, replica batch, strides); ``False``:
+    #: computed at every call (the direct path, which ``tests/search/test_screen_cache.py``
+    #: compares with)
+    MEMO_MEMORY = True
 
     def __init__(self, base: Mapping[str, Any]) -> None:
         self.base = dict(base)
@@ -311,6 +315,8 @@ class PlanScreen(ScreenGroups):
         # _memory's: id(StackParts) -> equal_blocks; (id, pp, v, stage) -> interleaved_chunks
         # workloads; a scenario's repr -> predict_memory
         self._layouts: dict[Any, Any] = {}
+        # _memory's: (plan, per_replica, strides) -> _fuller_stage
+        self._stage_mems: dict[tuple[Any, int, Ranks], tuple[Any, bool]] = {}
 
     # -------------------------------------------------------------- probes
     def _topology(self, nodes: int) -> Any:
@@ -722,6 +728,42 @@ class PlanScreen(ScreenGroups):
             schedule's micro-batch count that ``pp`` does not divide (predict's refusals), or
             what ``predict`` refuses a plan near capacity with.
         """
+        key = (plan, per_replica, strides)
+        hit = self._stage_mems.get(key) if self.MEMO_MEMORY else None
+        if hit is None:
+            hit = self._stage_mems[key] = self._fuller_stage(plan, per_replica, strides)
+        mem, equal = hit
+        from perfmodel.parallel.plan import DPMode
+
+        crossbow = plan.dp_mode is DPMode.CROSSBOW
+        if (plan.pp > 1 and not equal) or near_capacity(mem.total_bytes, self.capacity_bytes):
+            mb = {} if crossbow else {"microbatch": plan.microbatch_size}
+            merged = {k: v for k, v in {**self.base, **fields, **mb}.items() if v is not None}
+            key2 = repr(sorted(merged.items()))  # an auto-size probe and its explicit plan: once
+            if key2 not in self._layouts:
+                self._layouts[key2] = predict_memory(merged)
+            mem = self._layouts[key2]
+        return mem
+
+    def _fuller_stage(self, plan: Any, per_replica: int, strides: Ranks) -> tuple[Any, bool]:
+        """:meth:`_memory`'s own estimate of ``plan`` (the fuller of its first and last stage)
+        and whether the pipeline's blocks are equal
+        (:func:`~perfmodel.search.screen_memory.equal_blocks`): a function of ``plan``,
+        ``per_replica`` and ``strides`` alone (and of this screen's caches, each keyed by
+        what it reads), so :meth:`_memory` keeps it per ``(plan, per_replica, strides)``
+        (``MEMO_MEMORY``): an auto-sized plan's micro-batch probes
+        (:meth:`_auto_microbatch`) are the explicit plans of the same micro-batch, 874 of
+        the 2,452 calls of issue 27's ``compare`` (GPT-3 175B on 1024 A100) repeats. The
+        scenario's other fields are read only where ``predict``'s own memory is asked
+        (:meth:`_memory`, after this), so the memo answers with the same object the direct
+        path computes: ``tests/search/test_screen_cache.py`` compares every report with
+        the switch off.
+
+        Raises
+        ------
+        InfeasiblePlanError
+            An interleaved schedule's micro-batch count that ``pp`` does not divide.
+        """
         from perfmodel.parallel.plan import DPMode, PipelineSchedule
         from perfmodel.parallel.schedule import check_interleaved
 
@@ -776,14 +818,7 @@ class PlanScreen(ScreenGroups):
         equal = self._layouts.get(id(pt))
         if equal is None:
             equal = self._layouts[id(pt)] = equal_blocks(pt)
-        if (plan.pp > 1 and not equal) or near_capacity(mem.total_bytes, self.capacity_bytes):
-            mb = {} if crossbow else {"microbatch": plan.microbatch_size}
-            merged = {k: v for k, v in {**self.base, **fields, **mb}.items() if v is not None}
-            key = repr(sorted(merged.items()))  # an auto-size probe and its explicit plan: once
-            if key not in self._layouts:
-                self._layouts[key] = predict_memory(merged)
-            mem = self._layouts[key]
-        return mem
+        return mem, bool(equal)
 
     def _auto_microbatch(
         self, plan: Any, per_replica: int, strides: Ranks, fields: Mapping[str, Any]
