@@ -12,12 +12,17 @@ SystemRow = tuple[str, Any, Any, int, int]
 
 
 def cost_per_sample(best: Any, price_per_gpu_hour: float) -> float:
-    """Dollars (the price's currency) per training sample of a best plan:
-    ``price_per_gpu_hour x gpus x iteration_time_s / 3600 / samples_per_step`` (the GPU-hours
+    """Dollars (the price's currency) per training sample of a best plan: the search's own
+    cost score (:func:`perfmodel.search.compare.objective_score` with ``Objective.COST``),
+    ``gpus x iteration_time_s x price_per_gpu_hour / 3600 / samples_per_step`` (the GPU-hours
     one step takes, at the price, over the samples it trains)."""
-    r = best.report
-    samples = float(r.get("samples_per_step") or best.global_batch)
-    return price_per_gpu_hour * best.gpus * float(r["iteration_time_s"]) / 3600.0 / samples
+    from perfmodel.search.compare import Objective, objective_score
+    from perfmodel.search.cost import Pricing
+
+    pricing = Pricing(price_per_gpu_hour)
+    return objective_score(
+        best.report, Objective.COST, gpus=best.gpus, global_batch=best.global_batch, pricing=pricing
+    )
 
 
 def _groups_line(label: str, plan: dict[str, Any], gpn: int, domain: int) -> str:

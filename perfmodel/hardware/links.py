@@ -132,6 +132,36 @@ class LinkTech:
 SOURCE_KEYS = ("bandwidth", "efficiency", "latency")
 
 
+def check_link_numbers(
+    bandwidth_Bps: float,
+    efficiency: float,
+    latency_s: float,
+    *,
+    where: str,
+    error: type[ConfigError] = ConfigError,
+) -> None:
+    """The rule of a link's numbers, for a catalogue entry and a topology file's link alike:
+    bandwidth ``> 0`` B/s, efficiency in ``(0, 1]``, latency ``>= 0`` s.
+
+    >>> check_link_numbers(25e9, 1.5, 1e-6, where="link[0]")
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.ConfigError: link[0]: efficiency 1.5 outside (0, 1]
+
+    Raises
+    ------
+    ConfigError
+        (or ``error``) On the first number that breaks the rule, naming ``where`` and the value.
+    """
+    bw, eff, lat = bandwidth_Bps, efficiency, latency_s
+    if not bw > 0:
+        raise error(f"{where}: non-positive bandwidth {bw:g} B/s", value=bw, where=where)
+    if not 0 < eff <= 1:
+        raise error(f"{where}: efficiency {eff} outside (0, 1]", value=eff, where=where)
+    if not lat >= 0:
+        raise error(f"{where}: negative latency {lat:g} s", value=lat, where=where)
+
+
 def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
     """Validate one ``[[link]]`` table and convert it to SI units.
 
@@ -156,12 +186,7 @@ def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:
     )
     eff = number(entry, "efficiency", where, sign=None) if "efficiency" in entry else 1.0
     lat = number(entry, "latency_us", where, sign=None) * units.us
-    if bw <= 0:
-        raise ConfigError(f"{where}: non-positive bandwidth {bw:g} B/s", value=bw, where=where)
-    if not 0 < eff <= 1:
-        raise ConfigError(f"{where}: efficiency {eff} outside (0, 1]", value=eff, where=where)
-    if lat < 0:
-        raise ConfigError(f"{where}: negative latency {lat:g} s", value=lat, where=where)
+    check_link_numbers(bw, eff, lat, where=where)
     family = parse_enum(
         LinkFamily,
         entry["family"],

@@ -102,6 +102,17 @@ def freeze(v: Any) -> Any:
     return v
 
 
+def frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """``model_args`` as :func:`zoo_workload`'s cache key takes them: ``(name, value)`` pairs
+    sorted by name, each value :func:`freeze`-d (``predict``'s lowering, its plan checks and
+    the search's screen all build the key here).
+
+    >>> frozen_args({"widths": [8, 4], "layers": 2})
+    (('layers', 2), ('widths', ('__list__', (8, 4))))
+    """
+    return tuple(sorted((str(k), freeze(v)) for k, v in dict(model_args).items()))
+
+
 def _thaw(v: Any) -> Any:
     if isinstance(v, tuple) and len(v) == 2 and v[0] == "__list__":
         return [_thaw(x) for x in v[1]]

@@ -16,7 +16,7 @@ from perfmodel.parallel.placement import place
 from perfmodel.parallel.plan import DPMode
 from perfmodel.pipeline.inputs import (
     WorkloadFn,
-    freeze,
+    frozen_args,
     host_only_profile,
     system_costs,
     zoo_workload,
@@ -30,7 +30,7 @@ from perfmodel.workload.kernels import DEFAULT_KERNELS
 def step_workload(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None) -> tuple[Any, int]:
     """The workload of one micro-batch on one tensor-parallel rank, and that micro-batch."""
     plan = r.plan
-    args = tuple(sorted((str(k), freeze(v)) for k, v in dict(sc.model_args).items()))
+    args = frozen_args(sc.model_args)
     wl_tp = plan.tp  # one-weird-trick: tp = dp splits the FC layers over all GPUs
     batch = r.microbatch
     if plan.dp_mode is DPMode.CROSSBOW and plan.learners_per_gpu > 1:

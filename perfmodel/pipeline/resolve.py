@@ -15,7 +15,7 @@ from perfmodel.hardware import GPUSpec
 from perfmodel.host.input_pipeline import check_single_node
 from perfmodel.parallel.plan import DPMode, Hybrid, ParallelismPlan
 from perfmodel.parallel.recipe import Recipe, build_recipe
-from perfmodel.pipeline.inputs import freeze, topology_of, zoo_workload
+from perfmodel.pipeline.inputs import frozen_args, topology_of, zoo_workload
 from perfmodel.scenario import Scenario
 from perfmodel.scenario_parse import MAX_BATCH_PER_REPLICA, Fidelity, ParsedScenario, parse_scenario
 from perfmodel.topology import Topology
@@ -303,7 +303,7 @@ def _accepted(sc: Scenario, tp: int, pp: int) -> bool:
 
     try:
         r = resolve(replace(sc, tp=tp, pp=pp))
-        args = tuple(sorted((str(k), freeze(v)) for k, v in dict(sc.model_args).items()))
+        args = frozen_args(sc.model_args)
         plan = r.plan
         zoo_workload(
             sc.model, r.microbatch, r.precision, tp, plan.sequence_parallel, args,

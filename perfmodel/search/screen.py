@@ -139,6 +139,7 @@ from typing import Any
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.intervals.memory import stage_tight
 from perfmodel.parallel.straggler import straggler_wait_s
+from perfmodel.pipeline.inputs import frozen_args
 from perfmodel.pipeline.resolve import plan_for, recipe_of
 from perfmodel.search.plans import PLAN_KEYS
 from perfmodel.search.screen_groups import ScreenGroups, slowest_s
@@ -237,14 +238,6 @@ def _parsed_plan(base: Mapping[str, Any], scenario: Mapping[str, Any]) -> Any:
     return parse_scenario(Scenario.from_dict(fields))
 
 
-def _frozen_args(model_args: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """``model_args`` as :func:`perfmodel.pipeline.inputs.zoo_workload`'s cache key takes
-    them (sorted, lists frozen: :func:`perfmodel.pipeline.inputs.freeze`)."""
-    from perfmodel.pipeline.inputs import freeze
-
-    return tuple(sorted((str(k), freeze(v)) for k, v in model_args.items()))
-
-
 class PlanScreen(ScreenGroups):
     """Closed-form plan evaluator with the evaluator interface (scenario dict -> report dict).
 
@@ -291,7 +284,7 @@ class PlanScreen(ScreenGroups):
 
         self.cp_comm = self.parsed.cp_comm
         self.cp_impl = CPImpl.for_fusion(self.recipe.fusion)
-        self._args = _frozen_args(self.model_args)
+        self._args = frozen_args(self.model_args)
         self._costs: dict[int, Any] = {}
         # keys: (batch, tp, sp, ep, cp, kernels, etp); _stage's and _parts' arguments,
         # ``kernels`` the index of a KernelRecipe, ``strides`` the plan's Ranks (the

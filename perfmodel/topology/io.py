@@ -75,7 +75,7 @@ from perfmodel._enum import parse_enum
 from perfmodel._schema import as_int, as_list, as_number, describe
 from perfmodel.errors import ConfigError, PerfModelError, TopologyError, UnknownHardwareError
 from perfmodel.hardware.gpus import get_gpu
-from perfmodel.hardware.links import LinkFamily, get_link
+from perfmodel.hardware.links import LinkFamily, check_link_numbers, get_link
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology.model import CloudSpec, FabricSpec, ReferenceMeasurement
 from perfmodel.topology.schema import NodeKind
@@ -687,12 +687,7 @@ def parse_link_entry(entry: dict[str, Any], *, where: str) -> LinkSpec:
         )
     if eff is None:
         eff = 1.0
-    if not bw > 0:
-        raise TopologyError(f"{where}: non-positive bandwidth {bw}", value=bw, where=where)
-    if lat < 0:
-        raise TopologyError(f"{where}: negative latency {lat}", value=lat, where=where)
-    if not 0 < eff <= 1:
-        raise TopologyError(f"{where}: efficiency {eff} outside (0, 1]", value=eff, where=where)
+    check_link_numbers(bw, eff, lat, where=where, error=TopologyError)
     return LinkSpec(
         a=str(entry["a"]),
         b=str(entry["b"]),

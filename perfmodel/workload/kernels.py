@@ -99,7 +99,7 @@ class KernelIO:
         >>> KernelIO("to_fp32", read_a=1, write_f=1, cast=True).nbytes(4)
         0.0
         """
-        if self.cast and act_bytes >= FP32_BYTES:
+        if not self.launched(act_bytes):
             return 0.0
         return float(
             (self.read_a + self.write_a) * act_bytes + (self.read_f + self.write_f) * FP32_BYTES

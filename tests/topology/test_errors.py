@@ -82,6 +82,20 @@ def test_good_file_loads(tmp_path):
             ),
             ["tiny.toml", "link[2]", "sw0-gpu1", "-3"],
         ),
+        # the link numbers' rule (hardware.links.check_link_numbers, as for a catalogue entry)
+        (
+            lambda s: s.replace(
+                'b = "gpu1"\ntech = "pcie3-x16"', 'b = "gpu1"\ntech = "pcie3-x16"\nefficiency = 1.5'
+            ),
+            ["tiny.toml", "link[2]", "sw0-gpu1", "efficiency 1.5 outside (0, 1]"],
+        ),
+        (
+            lambda s: s.replace(
+                'b = "gpu1"\ntech = "pcie3-x16"',
+                'b = "gpu1"\ntech = "pcie3-x16"\nlatency_us = -1.0',
+            ),
+            ["tiny.toml", "link[2]", "sw0-gpu1", "negative latency -1e-06 s"],
+        ),
         # unknown key
         (
             lambda s: s.replace('kind = "pcie_switch"', 'kind = "pcie_switch"\nspeed = 3'),

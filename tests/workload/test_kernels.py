@@ -212,3 +212,23 @@ def test_optimizer_bytes_per_implementation() -> None:
     assert optimizer_bytes_per_param(1, **foreach) == 44.0  # SGD momentum + weight decay
     assert optimizer_bytes_per_param(0, **foreach) == 24.0
     assert GradClip.FOREACH.bytes_per_param(4) == 12.0 and GradClip.L2NORM.bytes_per_param(4) == 4
+
+
+@pytest.mark.parametrize("fusion", [Fusion.COMPILE, Fusion.TE])
+def test_fused_bias_dropout_add_is_one_kernel(fusion: Fusion) -> None:
+    """A dropout model under a fusing stack: each residual is one bias-dropout-add kernel
+    (reads branch and skip, writes the sum and a 1-byte mask; backward reads the gradient and
+    the mask, writes the branch's gradient), no parameters or weight gradient, in its layer's
+    block."""
+    w = build_model(
+        "gpt", batch_size=2, precision="bf16", kernels=KernelRecipe(fusion=fusion),
+        layers=2, hidden=256, heads=4, seq_len=128, vocab=1000,
+    )  # fmt: skip
+    el, a = 2 * 128 * 256, 2
+    (qkv,) = _named(w, "layer1.qkv")
+    for la in _named(w, "layer1.residual1") + _named(w, "layer1.residual2"):
+        assert la.klass is KernelClass.RESIDUAL and la.kind is LayerKind.ELEMENTWISE
+        assert (la.fwd_flop, la.bwd_input_flop, la.bwd_weight_flop) == (3.0 * el, el, 0.0)
+        assert (la.fwd_bytes, la.bwd_bytes) == (el * (3 * a + 1.0), el * (2 * a + 1.0))
+        assert la.activation_bytes == el and la.params == 0 and la.autocast_fp32
+        assert la.output_shape == (2, 128, 256) and la.block == qkv.block == 1

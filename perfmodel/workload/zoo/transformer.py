@@ -408,22 +408,17 @@ def transformer_layer(
         el = (b * s // shard) * h
         if fused_dropout:  # reads branch, skip (and the mask it writes); its backward masks
             a = net.act_bytes
-            net.other(
-                LayerCost(
-                    name=nm,
-                    kind=LayerKind.ELEMENTWISE,
-                    fwd_flop=3.0 * el,
-                    bwd_input_flop=1.0 * el,
-                    bwd_weight_flop=0.0,
-                    params=0,
-                    fwd_bytes=el * (3 * a + 1.0),
-                    bwd_bytes=el * (2 * a + 1.0),
-                    activation_bytes=el * 1.0,
-                    output_shape=(b, s // shard, h),
-                    block=net.block,
-                    kernel_class=KernelClass.RESIDUAL,
-                    autocast_fp32=True,
-                )
+            net._kernel(
+                nm,
+                LayerKind.ELEMENTWISE,
+                fwd_flop=3.0 * el,
+                bwd_flop=1.0 * el,
+                fwd_bytes=el * (3 * a + 1.0),
+                bwd_bytes=el * (2 * a + 1.0),
+                activation_bytes=el * 1.0,
+                output_shape=(b, s // shard, h),
+                kernel_class=KernelClass.RESIDUAL,
+                autocast_fp32=True,
             )
             return
         net.elementwise(
