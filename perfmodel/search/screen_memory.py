@@ -10,10 +10,13 @@ differently whether a plan fits and which micro-batch a plan without one runs. G
 512 A100 (Megatron, fp16, Adam), dp4 tp8 pp16 interleaved (v=2) rc=full mb8, global batch 1536:
 the screen's 87.15 GiB (out of memory, pruned) against ``predict``'s 77.89 GiB (fits); without
 ``mb``, the screen's mb6 against ``predict``'s mb8. The screen counted an interleaved stage as
-one chunk, where the lowering's chunks after the first keep no input of their first block
-(:func:`perfmodel.workload.memory.full_recompute_bytes` of each chunk): one block input per
-chunk more, times the in-flight micro-batches (9.25 GiB there). :func:`interleaved_chunks`
-gives ``stage_memory`` the lowering's chunks, so both sums are one function of the same layers.
+one chunk, where the lowering's chunks after the first kept no input of their first block: one
+block input per chunk more, times the in-flight micro-batches (9.25 GiB there).
+:func:`interleaved_chunks` gives ``stage_memory`` the lowering's chunks, so both sums are one
+function of the same layers. (Session 18: a chunk that begins with a block keeps that block's
+input, the tensor it receives from the previous stage, as Megatron does
+(:func:`perfmodel.workload.memory.first_block_input_elements`); ``predict`` now says 87.15 GiB
+there, does not fit, and runs mb6; the screen still says what it says.)
 What is still the screen's own layout (``blocks / pp`` blocks plus the embedding or the head,
 not the lowering's cost-balanced partition of unequal blocks) is confirmed near capacity.
 """

@@ -407,6 +407,14 @@ def full_recompute_bytes(layers: Iterable[LayerCost], precision: Precision) -> t
     recomputed for its backward; one micro-batch is recomputed at a time, so a pipeline stage
     holds ``in_flight x kept + working`` (Korthikanti et al. 2022, section 4.1: full
     recomputation stores ``2 s b h`` per layer plus one layer's full activations).
+
+    The first block's input counts too where ``layers`` begin with a (pre-norm) block, a
+    pipeline chunk after the model's first (:func:`first_block_input_elements`): the tensor
+    received from the previous stage, which the first checkpoint saves and the schedule holds
+    until the chunk's backward (Megatron-Core core_v0.9.0 ``TransformerBlock._checkpointed_forward`` checkpoints
+    from layer 0 of every pipeline rank with ``hidden_states = self.input_tensor``;
+    ``schedules.py`` keeps each received ``input_tensor`` in ``input_tensors`` until its
+    backward step pops it).
     """
     pieces = layer_runs(layers if isinstance(layers, StackedLayers) else tuple(layers))
     # a piece of n > 1 copies of a block: the block once (each copy's sum is the same float,
@@ -416,8 +424,8 @@ def full_recompute_bytes(layers: Iterable[LayerCost], precision: Precision) -> t
     per_block = block_activation_bytes(la for block, n in pieces if n == 1 for la in block)
     outside = per_block.pop(None, 0.0)
     copies = [sum(la.activation_bytes for la in block) for block, n in pieces if n > 1]
-    kept_inputs = 0.0
     a = precision.activation_bytes
+    kept_inputs = first_block_input_elements(pieces) * a
     prev: tuple[object, tuple[int, ...]] | None = None  # (block, output shape) of the last layer
     for block, n in pieces:
         if n == 1:
@@ -434,6 +442,41 @@ def full_recompute_bytes(layers: Iterable[LayerCost], precision: Precision) -> t
         prev = (layers.copy_blocks()[-1], block[-1].output_shape)  # type: ignore[attr-defined]
     largest = max([*per_block.values(), *copies], default=0.0)
     return float(outside + kept_inputs), float(largest)
+
+
+def first_block_input_elements(pieces: Sequence[tuple[Sequence[LayerCost], int]]) -> int:
+    """Elements of the input of the first block of ``pieces`` (:func:`layer_runs`) when they
+    begin with a pre-norm block (its first layer a norm), else 0: where the layer before the
+    first block is in the chunk, :func:`full_recompute_bytes` counts its output as the block's
+    input.
+
+    The input is not among the layers: a pre-norm residual block (every zoo transformer's
+    ``ln1 ... residual2``; a pre-activation ResNet's) maps the residual stream to itself, so it
+    is taken with the shape of the block's output (its last layer's), which is also what the
+    previous pipeline chunk sends (:attr:`perfmodel.parallel.lowering.Chunk.out_bytes`, its
+    last block's output; ``s/tp x b x h`` under sequence parallelism). Other blocks (a CNN's
+    convolution first, whose input is the model's input batch or differs from its output;
+    post-norm BERT) are not guessed: 0, as before session 18.
+
+    >>> from perfmodel.workload import build_model
+    >>> w = build_model("gpt", batch_size=1, hidden=64, layers=2, heads=4, vocab=100, seq_len=8)
+    >>> first_block_input_elements(layer_runs(w.layers))  # the embedding comes first
+    0
+    >>> first_block_input_elements(layer_runs([la for la in w.layers if la.block == 1]))
+    512
+    """
+    first: object = None
+    out: tuple[int, ...] = ()
+    for block, _ in pieces:  # a piece of copies: its first copy, a whole block
+        for la in block:
+            if first is None:
+                if la.block is None or la.kind is not LayerKind.NORM:
+                    return 0
+                first = la.block
+            elif la.block != first:
+                return numel(out)
+            out = la.output_shape
+    return numel(out) if first is not None else 0
 
 
 def workspace_bytes(workload: Workload) -> float:

@@ -20,7 +20,7 @@ from perfmodel.parallel.stage_memory import stage_memory
 from perfmodel.parallel.taskgraph import CommKind, TaskKind
 from perfmodel.pipeline.lower import build_step
 from perfmodel.workload.layers import LayerCost, LayerKind
-from perfmodel.workload.memory import Optimizer
+from perfmodel.workload.memory import Optimizer, full_recompute_bytes
 
 GPT = {"layers": 4, "hidden": 512, "heads": 8, "seq_len": 256, "vocab": 8000}
 
@@ -221,10 +221,16 @@ def test_megatron_core_fp8_saves_fp8_gemm_inputs() -> None:
         assert fp8.activations_bytes == pytest.approx(bf16.activations_bytes + delta)
 
 
-def _layer(name: str, block: int | None, act: float, out: tuple[int, ...]) -> LayerCost:
+def _layer(
+    name: str,
+    block: int | None,
+    act: float,
+    out: tuple[int, ...],
+    kind: LayerKind = LayerKind.LINEAR,
+) -> LayerCost:
     return LayerCost(
         name=name,
-        kind=LayerKind.LINEAR,
+        kind=kind,
         fwd_flop=1.0,
         bwd_input_flop=1.0,
         bwd_weight_flop=1.0,
@@ -266,6 +272,31 @@ def test_full_recompute_one_working_set_per_stage() -> None:
         comm_buffer_bytes=0.0,
     )
     assert mem.activations_bytes == pytest.approx(1360.0)
+
+
+def test_middle_stage_keeps_its_received_input() -> None:
+    """4 micro-batches in flight on a stage of two pre-norm blocks (a norm and a linear layer,
+    500 B each; outputs 10 elements, bf16): each keeps both block inputs, 2 x 10 x 2 = 40 B,
+    plus one working set of 1000 B: 4 x 40 + 1000 = 1160 B (main18: 4 x 20 + 1000 = 1080 B,
+    the received input left out). A block that begins with a linear layer is not guessed."""
+    norm = LayerKind.NORM
+    layers = tuple(
+        la
+        for b in (1, 2)
+        for la in (_layer(f"b{b}.ln", b, 500.0, (10,), norm), _layer(f"b{b}.fc", b, 500.0, (10,)))
+    )
+    seg = Segment((0, 1, 2, 3), 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
+    assert full_recompute_bytes(layers[1:], Precision.BF16) == (20.0, 1000.0)  # b1.fc first
+    mem = stage_memory(
+        [Chunk((seg,), 0.0, 0.0, 2, layers)],
+        plan=ParallelismPlan(pp=2, microbatch_size=1, recompute=Recompute.FULL),
+        costs=_Prec(),  # type: ignore[arg-type]
+        optimizer=Optimizer.SGD,
+        in_flight=4,
+        capacity_bytes=1e12,
+        comm_buffer_bytes=0.0,
+    )
+    assert mem.activations_bytes == 1160.0
 
 
 # ------------------------------------------------------------------ overlap and streams

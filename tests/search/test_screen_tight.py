@@ -3,7 +3,8 @@
 Before, the screen's report had no ``memory_tight``, so a screened-only row of ``perfmodel
 compare`` never got the ``!`` mark however close to capacity (llama2_7b on 2 A100 80GB, global
 batch 8: ``dp1 tp1 pp2 mb8 1f1b rc=full`` at 70.4 GiB unmarked while a 69.2 GiB analytic row
-was marked; ``predict`` calls it tight). The screen's memory is predict's
+was marked; ``predict`` calls it tight). Since session 18 that plan is 70.6 GiB: its last stage
+keeps the input it receives (``perfmodel.workload.memory.first_block_input_elements``). The screen's memory is predict's
 (:mod:`perfmodel.search.screen_memory`), and the mark is predict's rule on it
 (:func:`perfmodel.intervals.memory.stage_tight`).
 """
@@ -31,4 +32,4 @@ def test_screen_marks_tight_as_predict() -> None:
         assert got["memory_per_gpu_bytes"] == rep.memory_per_gpu_bytes
         assert tight(got) is rep.memory_tight
         marks.append(mem_cell(got, f"{got['memory_per_gpu_bytes'] / 2**30:8.1f}"))
-    assert marks == ["   70.4!", "    55.6"]  # the first one tight, as predict says
+    assert marks == ["   70.6!", "    55.6"]  # the first one tight, as predict says

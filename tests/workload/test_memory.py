@@ -7,13 +7,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel import units
+from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.hardware import get_gpu
 from perfmodel.workload import build_model
+from perfmodel.workload.layers import layer_runs
 from perfmodel.workload.memory import (
     MemoryBreakdown,
     Optimizer,
     activation_bytes,
+    first_block_input_elements,
+    full_recompute_bytes,
     max_batch_size,
     memory_breakdown,
     param_state_bytes,
@@ -74,6 +78,35 @@ def test_recompute_orders_memory() -> None:
     s, b, h = 512, 4, 1024
     outside = sum(la.activation_bytes for la in w.layers if la.block is None)
     assert full == pytest.approx(outside + 8 * 2 * s * b * h + _block_bytes(w))
+
+
+def _span(layers, first: int, end: int):
+    """``layers[i:j]`` of the blocks ``first .. end - 1`` (a stack's slice stays stacked)."""
+    ids = [i for i, la in enumerate(layers) if la.block is not None and first <= la.block < end]
+    return layers[ids[0] : ids[-1] + 1]
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_full_recompute_keeps_a_received_input(sp: bool) -> None:
+    """A pipeline chunk that begins with a block keeps that block's input too (the tensor the
+    previous stage sent, ``2 s b h`` bytes at 16 bit, ``s/t`` under sequence parallelism), as
+    Megatron-Core's first checkpoint of a stage saves it: 4 blocks keep 4 inputs, not 3
+    (main18). The stack's slice (its copies summed once) and the plain tuple agree exactly."""
+    s, b, h, t = 512, 2, 1024, 2
+    w = build_model("gpt", batch_size=b, precision="bf16", tp=t, sequence_parallel=sp,
+                    **{**GPT_KW, "layers": 8})  # fmt: skip
+    chunk = _span(w.layers, 2, 6)
+    one = 2 * s * b * h / (t if sp else 1)
+    kept, working = full_recompute_bytes(chunk, Precision.BF16)
+    assert kept == 4 * one
+    assert full_recompute_bytes(tuple(chunk), Precision.BF16) == (kept, working)
+    assert first_block_input_elements(layer_runs(chunk)) * 2 == one
+    # with the embedding in the chunk its output is the first block's input, counted once
+    assert first_block_input_elements(layer_runs(w.layers)) == 0
+    # a block that begins with a convolution (VGG's first: the model's input) is not guessed
+    vgg = build_model("vgg11_cifar", batch_size=b, precision="bf16")
+    assert vgg.layers[0].block is not None
+    assert first_block_input_elements(layer_runs(vgg.layers)) == 0
 
 
 def test_breakdown_sums_and_serialises() -> None:
