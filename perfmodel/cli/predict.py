@@ -24,6 +24,7 @@ from perfmodel.cli._common import (
     FP8_RECIPES,
     INTERVAL_LEVEL,
     OPTIMIZERS,
+    PIPELINE_LAYOUT_HELP,
     PLAN_HELP,
     PRECISIONS,
     RECOMPUTE,
@@ -89,13 +90,7 @@ def register(subparsers: Any) -> None:
         "only; docs/workload.md)",
     )
     p.add_argument("--plan", help=PLAN_HELP)
-    p.add_argument(
-        "--pipeline-layout",
-        help="layers of each pipeline chunk, as Megatron-Core's --pipeline-model-parallel-layout "
-        "string ('Et*4|(t*4|)*14tmL': E embedding, t decoder layer, m MTP depth, L loss, "
-        "'|' between the pp x interleave chunks; default: chunks balanced on the layers' times; "
-        "docs/predict.md)",
-    )
+    p.add_argument("--pipeline-layout", help=PIPELINE_LAYOUT_HELP)
     p.add_argument("--recompute", choices=RECOMPUTE)
     add_quiet_arg(p)
     _add_software_args(p)
