@@ -45,7 +45,7 @@ from perfmodel.cli._common import (
     print_json,
     system_flags,
 )
-from perfmodel.cli.headers import hardware_fields, hardware_line, predict_header
+from perfmodel.cli.headers import below_header, hardware_fields, hardware_line, predict_header
 from perfmodel.cli.predict_file import RunKey, file_only_keys, take_file_keys, where_given
 from perfmodel.errors import ConfigError
 
@@ -594,7 +594,8 @@ def _print_curve(
     print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
     # choices made per row (automatic micro-batch, speedup baseline) and notes: each
     # once, with the GPU counts it concerns unless every row has it
-    for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
+    shown = [below_header(r, sc) for r in reports]  # the header names the job's defaults
+    for line in curve_lines(shown, "defaults") + curve_lines(reports, "printed_notes"):
         print(line)
     for line in _basis_lines(reports) + _curve_tight_lines(reports):
         print(line)
@@ -650,7 +651,8 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
         print(hardware_line(hw))
     for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
         print(warning)
-    print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
+    shown = below_header(report, sc)  # the header names the job's defaults
+    print(_table_with_interval(shown, _interval_text(report, step_iv, iv_error)))
     if getattr(args, "explain", False):
         print("\n".join(explain_lines(sc, report)))
     span = _run_span(step_iv)
