@@ -168,7 +168,6 @@ class Scenario:
         """
         from perfmodel.parallel.plan import parse_plan_string
 
-        known = {f.name for f in fields(cls)}
         data = {str(k).replace("-", "_"): v for k, v in dict(d).items()}
         if "plan" in data:
             plan = data.pop("plan")
@@ -188,9 +187,7 @@ class Scenario:
                 data.setdefault({"microbatch_size": "microbatch"}.get(k, k), v)
         if "microbatch_size" in data:
             data["microbatch"] = data.pop("microbatch_size")
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise _unknown_key(unknown[0], {*known, "plan", *also_accepted}, where)
+        check_keys(data, where=where, also_accepted=also_accepted)
         for flag in ("sequence_parallel", "compile"):
             if data.get(flag) is not None:  # null: the preset's default
                 data[flag] = parse_flag(data[flag], where=f"{where}: {flag}")
@@ -323,17 +320,38 @@ _SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict k
 _FIELD_KINDS: dict[str, tuple[str, bool]] = {}
 
 
-def _unknown_key(key: str, accepted: Iterable[str], where: str) -> ConfigError:
-    """The error of a scenario key that is not accepted: the key, the accepted key closest to
-    it (:func:`difflib.get_close_matches`, as ``perfmodel`` suggests a system or model name),
-    and every accepted key."""
+def check_keys(
+    keys: Iterable[str],
+    *,
+    where: str,
+    also_accepted: Iterable[str] = (),
+    why: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse the first of ``keys`` (``-`` read as ``_``) that :meth:`Scenario.from_dict`
+    does not take (a field, ``plan`` or ``microbatch_size``): the error names it, the accepted
+    key closest to it (:func:`difflib.get_close_matches`, as ``perfmodel`` suggests a system or
+    model name), ``why[key]`` where the caller knows why it is not taken, and every accepted
+    key, with ``also_accepted`` (keys the caller reads itself and took out before: ``perfmodel
+    predict``'s file's ``tokens``...).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``where`` and the key.
+    """
     import difflib
 
-    names = sorted(set(accepted))
+    taken = {*_FIELD_NAMES, "plan", "microbatch_size"}
+    unknown = sorted({str(k).replace("-", "_") for k in keys} - taken)
+    if not unknown:
+        return
+    key = unknown[0]
+    names = sorted({*taken, *also_accepted})
     close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
     hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-    return ConfigError(
-        f"{where}: unknown key {key!r}{hint}; accepted keys: {', '.join(names)}",
+    reason = f": {why[key]}" if why and key in why else ""
+    raise ConfigError(
+        f"{where}: unknown key {key!r}{hint}{reason}; accepted keys: {', '.join(names)}",
         value=key,
         where=where,
     )
@@ -374,6 +392,7 @@ __all__ = [
     "HARDWARE_FIELDS",
     "JOB_SETTINGS",
     "Scenario",
+    "check_keys",
     "job_defaults",
     "setting_words",
     "unstated_defaults",
