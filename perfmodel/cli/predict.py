@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -501,6 +502,8 @@ def _run_curve(
     from perfmodel.api import predict_curve
     from perfmodel.report.trace import plot_speedup
 
+    if "nodes" in given:  # stated servers cap every count, as they cap one
+        checks.check_curve_nodes(sc, curve)
     reports = predict_curve(sc, curve)
     level = getattr(args, "interval", None)
     ivs = [_intervals(r, level) for r in reports]
@@ -515,8 +518,9 @@ def _run_curve(
     if args.json:
         rows = [r.to_dict() for r in reports]
         for row, r in zip(rows, reports, strict=True):  # as one prediction's (docs/predict.md)
-            if r.device != "CPU":
-                row["hardware"] = hardware_fields(sc, r.num_gpus)
+            if r.device != "CPU":  # on the row's servers (predict_curve adds them)
+                on = dataclasses.replace(sc, nodes=int(r.scenario.get("nodes", sc.nodes)))
+                row["hardware"] = hardware_fields(on, r.num_gpus)
         if getattr(args, "explain", False):
             for row, r in zip(rows, reports, strict=True):
                 row.update(explain_dict(sc, r))

@@ -3,9 +3,13 @@
 servers whatever ``--nodes`` said (``--nodes 1 --gpus 16`` on 8-GPU servers searched two,
 quietly) and ``--systems`` dropped ``--nodes``; now a count above ``N`` servers' GPUs is
 refused with predict's words (exit 2, naming ``--gpus`` and the fix). Without ``--nodes`` the
-search still sizes the servers from ``--gpus`` (its documented default)."""
+search still sizes the servers from ``--gpus`` (its documented default). ``predict``'s GPU
+list read ``--nodes`` as a minimum (``--nodes 1 --gpus 8,16`` grew the 16-GPU row to two
+servers) where one count is capped: now capped too, so both commands agree."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -24,8 +28,9 @@ WORDS = "--gpus 16 but system dgx-h100 with --nodes 1 has 8 GPUs (8 per server);
         ["compare", "--systems", "dgx-a100,dgx-h100", "--nodes", "1", "--gpus", "16"],
         ["compare", "--systems", "dgx-a100,dgx-h100", "--search", "--nodes", "1", "--gpus", "16"],
         ["predict", "--system", "dgx-h100", "--nodes", "1", "--gpus", "16"],
+        ["predict", "--system", "dgx-h100", "--nodes", "1", "--gpus", "8,16"],
     ],
-    ids=["search", "search-list", "whatif", "systems-search", "predict"],
+    ids=["search", "search-list", "whatif", "systems-search", "predict", "predict-curve"],
 )
 def test_a_count_above_the_given_nodes_is_refused_as_predict_refuses_it(
     argv: list[str], capsys: pytest.CaptureFixture[str]
@@ -43,3 +48,12 @@ def test_within_the_given_nodes_and_without_nodes_the_search_runs(
     assert main([*base, "--nodes", "2", "--gpus", "16"]) == 0
     assert main([*base, "--gpus", "16"]) == 0  # no --nodes: two servers sized from --gpus
     capsys.readouterr()
+
+
+def test_predict_curve_without_nodes_sizes_the_servers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["predict", "--system", "dgx-h100", "--gpus", "8,16", *JOB, "--json"]
+    assert main([*argv, "--fidelity", "analytic", "--interval", "off"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["hardware"]["nodes_used"] for r in rows] == [1, 2]
