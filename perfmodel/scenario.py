@@ -76,8 +76,8 @@ class Scenario:
     model_args: Mapping[str, Any] = field(default_factory=dict)
     batch_per_gpu: int | None = None
     global_batch: int | None = None
-    precision: str = "fp32"
-    optimizer: str = "sgd"
+    precision: str = _Default("fp32")
+    optimizer: str = _Default("sgd")
     dp: int | None = None
     tp: int = 1
     pp: int = 1
@@ -89,7 +89,7 @@ class Scenario:
     """Megatron sequence parallelism; ``None``: the preset's default (on with ``tp > 1`` for
     ``megatron-core`` and ``torchtitan``, off otherwise; ``SoftwarePreset.sequence_parallel_with_tp``)."""
     zero: int | None = None
-    software: str = "pytorch-ddp"
+    software: str = _Default("pytorch-ddp")
     learners_per_gpu: int = 1
     dataset_size: int | None = None
     calibration: str | None = None
@@ -168,7 +168,6 @@ class Scenario:
         """
         from perfmodel.parallel.plan import parse_plan_string
 
-        known = {f.name for f in fields(cls)}
         data = {str(k).replace("-", "_"): v for k, v in dict(d).items()}
         if "plan" in data:
             plan = data.pop("plan")
@@ -188,9 +187,7 @@ class Scenario:
                 data.setdefault({"microbatch_size": "microbatch"}.get(k, k), v)
         if "microbatch_size" in data:
             data["microbatch"] = data.pop("microbatch_size")
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise _unknown_key(unknown[0], {*known, "plan", *also_accepted}, where)
+        check_keys(data, where=where, also_accepted=also_accepted)
         for flag in ("sequence_parallel", "compile"):
             if data.get(flag) is not None:  # null: the preset's default
                 data[flag] = parse_flag(data[flag], where=f"{where}: {flag}")
@@ -246,25 +243,54 @@ class Scenario:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-#: The fields whose default :func:`unstated_defaults` states (``perfmodel predict`` refuses to
-#: run without them: ``no system: give --system``), and how it names each.
-_STATED_DEFAULTS = (("system", "system"), ("model", "model"))
+#: The job's settings a header names after the model and the system, in its order (``predict``,
+#: the plan search, the what-if: :func:`perfmodel.cli.headers.job_settings`), each marked
+#: where the scenario took its default (:func:`setting_words`).
+JOB_SETTINGS = ("software", "precision", "optimizer")
+
+#: The fields whose default :func:`unstated_defaults` states: those ``perfmodel predict``
+#: refuses to run without (``no system: give --system``), then :data:`JOB_SETTINGS`.
+_STATED_DEFAULTS = ("system", "model", *JOB_SETTINGS)
+
+
+def setting_words(key: str, value: str, stated: bool) -> str:
+    """A job setting (one of :data:`JOB_SETTINGS`) as a header names it: ``value`` when
+    ``stated``, else marked ``"(default)"``, the software preset (the framework whose plans
+    run) also with the flag that chooses it (issue 28, item 6). The one wording of the CLI
+    headers and the API's ``defaults`` (:func:`unstated_defaults`).
+
+    >>> setting_words("precision", "fp32", False), setting_words("software", "fsdp", True)
+    ('fp32 (default)', 'fsdp')
+    >>> setting_words("software", "pytorch-ddp", False)
+    'pytorch-ddp (default preset; --software to choose)'
+    """
+    if stated:
+        return value
+    return f"{value} (default{' preset; --software to choose' if key == 'software' else ''})"
 
 
 def unstated_defaults(sc: Scenario) -> tuple[str, ...]:
-    """The defaults ``sc`` took for the fields the CLI always asks for (``system``, ``model``)
-    because the caller of the Python API named none: ``("system dgx1-v100 (default)", "model
-    resnet50 (default)")`` for ``Scenario(batch_per_gpu=8)``, in the CLI header's words; ``()``
-    when both were given (always, from the command line or a scenario file).
+    """The defaults ``sc`` took because its caller named none, in the CLI header's words
+    (:func:`setting_words`), each after its key: the fields the CLI always asks for
+    (``system``, ``model``; always given from the command line or a scenario file), then the
+    software preset, precision and optimizer the CLI header marks (user23 item 2: the API
+    named only the first two). ``()`` when all were given.
 
-    >>> unstated_defaults(Scenario(model="gpt2"))
-    ('system dgx1-v100 (default)',)
+    >>> unstated_defaults(Scenario(model="gpt2", precision="bf16", optimizer="adam"))
+    ('system dgx1-v100 (default)', 'software pytorch-ddp (default preset; --software to choose)')
     """
     return tuple(
-        f"{label} {getattr(sc, name)} (default)"
-        for name, label in _STATED_DEFAULTS
+        f"{name} {setting_words(name, str(getattr(sc, name)), False)}"
+        for name in _STATED_DEFAULTS
         if type(getattr(sc, name)) is _Default
     )
+
+
+def job_defaults(sc: Scenario) -> frozenset[str]:
+    """The entries of :func:`unstated_defaults` that a job header states itself (the
+    :data:`JOB_SETTINGS` marked ``(default)``): ``perfmodel predict`` leaves them out of its
+    ``default`` lines below the header (``--json`` keeps them: it has no header)."""
+    return frozenset(d for d in unstated_defaults(sc) if d.split(" ", 1)[0] in JOB_SETTINGS)
 
 
 #: The fields that name the hardware, in flag order (:func:`perfmodel.pipeline.inputs.topology_of`'s
@@ -294,17 +320,38 @@ _SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict k
 _FIELD_KINDS: dict[str, tuple[str, bool]] = {}
 
 
-def _unknown_key(key: str, accepted: Iterable[str], where: str) -> ConfigError:
-    """The error of a scenario key that is not accepted: the key, the accepted key closest to
-    it (:func:`difflib.get_close_matches`, as ``perfmodel`` suggests a system or model name),
-    and every accepted key."""
+def check_keys(
+    keys: Iterable[str],
+    *,
+    where: str,
+    also_accepted: Iterable[str] = (),
+    why: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse the first of ``keys`` (``-`` read as ``_``) that :meth:`Scenario.from_dict`
+    does not take (a field, ``plan`` or ``microbatch_size``): the error names it, the accepted
+    key closest to it (:func:`difflib.get_close_matches`, as ``perfmodel`` suggests a system or
+    model name), ``why[key]`` where the caller knows why it is not taken, and every accepted
+    key, with ``also_accepted`` (keys the caller reads itself and took out before: ``perfmodel
+    predict``'s file's ``tokens``...).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``where`` and the key.
+    """
     import difflib
 
-    names = sorted(set(accepted))
+    taken = {*_FIELD_NAMES, "plan", "microbatch_size"}
+    unknown = sorted({str(k).replace("-", "_") for k in keys} - taken)
+    if not unknown:
+        return
+    key = unknown[0]
+    names = sorted({*taken, *also_accepted})
     close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
     hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-    return ConfigError(
-        f"{where}: unknown key {key!r}{hint}; accepted keys: {', '.join(names)}",
+    reason = f": {why[key]}" if why and key in why else ""
+    raise ConfigError(
+        f"{where}: unknown key {key!r}{hint}{reason}; accepted keys: {', '.join(names)}",
         value=key,
         where=where,
     )
@@ -341,4 +388,12 @@ def _check_field_type(key: str, value: Any, where: str) -> Any:
     return value
 
 
-__all__ = ["HARDWARE_FIELDS", "Scenario", "unstated_defaults"]
+__all__ = [
+    "HARDWARE_FIELDS",
+    "JOB_SETTINGS",
+    "Scenario",
+    "check_keys",
+    "job_defaults",
+    "setting_words",
+    "unstated_defaults",
+]

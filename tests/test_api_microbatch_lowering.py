@@ -47,9 +47,11 @@ def test_pipelined_search_lowers_only_the_probed_sizes(monkeypatch: pytest.Monke
     # probes index 1 (2), whose memory estimates that 8 fits, then 8 (a bisection would probe
     # 4 before 8) and chooses 8, lowered once; micro-batch 1 is never lowered (it was, as the
     # default, before the search).
+    # every job setting stated: the automatic micro-batch is the first default
     sc = api.Scenario(
         system="dgx-a100", nodes=2, model="gpt", model_args=SMALL_GPT, global_batch=64,
-        tp=2, pp=2, precision="bf16", fidelity="analytic",
+        tp=2, pp=2, precision="bf16", optimizer="sgd", software="pytorch-ddp",
+        fidelity="analytic",
     )  # fmt: skip
     assert _probes(monkeypatch, sc) == ([2, 8], [8])
     rep = api.predict(sc, baseline=False)

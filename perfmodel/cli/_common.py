@@ -355,6 +355,15 @@ PLAN_HELP = (
     "('dp2 tp4 pp2 mb1 interleaved(v=2) zero1 rc=full sp')"
 )
 
+#: ``--pipeline-layout``'s help (``predict`` and ``model maxbatch``: the scenario key
+#: ``pipeline_layout``, parsed by :func:`perfmodel.parallel.pp_layout.parse_pipeline_layout`).
+PIPELINE_LAYOUT_HELP = (
+    "layers of each pipeline chunk, as Megatron-Core's --pipeline-model-parallel-layout "
+    "string ('Et*4|(t*4|)*14tmL': E embedding, t decoder layer, m MTP depth, L loss, "
+    "'|' between the pp x interleave chunks; default: chunks balanced on the layers' times; "
+    "docs/predict.md)"
+)
+
 
 def plan_flag_items(text: str) -> dict[str, Any]:
     """``--plan``'s items (:func:`perfmodel.parallel.plan.parse_plan_string`) under their

@@ -48,7 +48,11 @@ from perfmodel.cli._common import (
     print_json,
     system_flags,
 )
-from perfmodel.cli.compare_checks import check_objective, statistical_efficiency
+from perfmodel.cli.compare_checks import (
+    check_nodes_cap,
+    check_objective,
+    statistical_efficiency,
+)
 from perfmodel.cli.compare_systems import format_systems_search
 from perfmodel.cli.headers import job_header
 from perfmodel.errors import ConfigError
@@ -421,6 +425,7 @@ def _run_search(args: argparse.Namespace) -> int:
     base = _base(args)
     gpn, total = _gpus_per_node(base)
     gpus = _ints(args.gpus, "--gpus") or (total,)
+    check_nodes_cap(args, gpus, [(args.system, gpn)])
     if args.global_batch is not None:
         batches = _batches(args.global_batch)
     elif args.batch_per_gpu is not None:
@@ -549,6 +554,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     gpus = _ints(args.gpus, "--gpus")
     if not gpus or len(gpus) != 1:
         raise ConfigError("--search takes one --gpus count (the job's size)", where="--gpus")
+    check_nodes_cap(args, gpus)
     if args.global_batch is None:
         raise ConfigError("--search needs --global-batch", where="--global-batch")
     batches = _ints(args.global_batch, "--global-batch")
@@ -777,6 +783,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
     base["fidelity"] = args.fidelity
     systems = parse_systems(args.systems)
     gpus = _ints(args.gpus, "--gpus")
+    check_nodes_cap(args, gpus)
     res = hardware_whatif(
         base,
         systems,

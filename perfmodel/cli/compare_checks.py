@@ -1,10 +1,12 @@
 """What ``perfmodel compare`` checks of its plan-search inputs before any prediction: the
-statistical-efficiency model of ``--objective tta`` and whether the mode reads ``--objective``
-at all (user21: the what-if exited 0 with ``--objective tta``, ignored)."""
+statistical-efficiency model of ``--objective tta``, whether the mode reads ``--objective``
+at all (user21: the what-if exited 0 with ``--objective tta``, ignored), and that an explicit
+``--nodes`` holds the ``--gpus`` counts (user23 item 4)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from perfmodel.errors import ConfigError
@@ -59,3 +61,40 @@ def check_objective(args: argparse.Namespace) -> None:
             value=args.objective,
             where="--objective",
         )
+
+
+def check_nodes_cap(
+    args: argparse.Namespace,
+    gpus: Sequence[int] | None,
+    systems: Iterable[tuple[str, int]] | None = None,
+) -> None:
+    """An explicit ``--nodes N`` caps every ``--gpus`` count at ``N`` servers of each system
+    compared, as ``predict`` reads the same flags (``predict --nodes 1 --gpus 16`` on 8-GPU
+    servers is refused: :func:`perfmodel.pipeline.resolve.gpus_beyond_nodes`, its words here,
+    the flags named as predict names them). Without ``--nodes`` the search sizes each count's
+    servers itself (``ceil(gpus / per server)``, the ``--gpus`` help). ``systems``: ``(name,
+    GPUs per server)`` of ``--system``; ``None``: each ``--systems`` entry's
+    (:func:`perfmodel.search.whatif.catalogue_gpus_per_node`). User23 item 4: ``compare
+    --nodes 1 --gpus 16`` searched two servers, quietly; ``--systems`` dropped ``--nodes``.
+
+    Raises
+    ------
+    InfeasiblePlanError
+        The first count above a system's ``N`` servers, naming ``--gpus`` and the fix.
+    """
+    if args.nodes is None or not gpus:
+        return
+    if systems is None:
+        from perfmodel.search.whatif import catalogue_gpus_per_node, parse_systems
+
+        systems = ((o.label, catalogue_gpus_per_node(o)) for o in parse_systems(args.systems))
+    from perfmodel.cli.predict_checks import name_the_flags
+    from perfmodel.pipeline.resolve import gpus_beyond_nodes
+
+    for name, per in systems:
+        have = int(args.nodes) * per
+        over = [g for g in gpus if g > have]
+        if over:
+            exc = gpus_beyond_nodes(over[0], have, per, name, args.nodes)
+            name_the_flags(exc, args, ())  # gpus=16 -> --gpus 16, nodes=2 -> --nodes 2
+            raise exc

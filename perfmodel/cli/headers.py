@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from perfmodel.cli._common import attention_kind
+from perfmodel.scenario import JOB_SETTINGS, job_defaults, setting_words
 
 
 def job_settings(
@@ -24,22 +25,31 @@ def job_settings(
     default the user did not give (``given``: the scenario keys stated; ``None``: all stated)
     marked the one way ``predict``, the plan search, the what-if and the systems search say it:
     ``"(default)"``, and for the preset (the framework whose plans run) which flag chooses it
-    (issue 28, item 6). ``software_text`` replaces the preset's words (a calibrated CPU's).
+    (issue 28, item 6): :func:`perfmodel.scenario.setting_words`, the words the API's
+    ``defaults`` states them in too. ``software_text`` replaces the preset's words (a
+    calibrated CPU's).
 
     >>> job_settings("megatron", "bf16", "sgd", frozenset({"precision"}))
     ['megatron (default preset; --software to choose)', 'bf16', 'sgd (default)']
     """
+    values = dict(zip(JOB_SETTINGS, (software, precision, optimizer), strict=True))
+    words = [setting_words(k, v, given is None or k in given) for k, v in values.items()]
+    if software_text is not None:
+        words[JOB_SETTINGS.index("software")] = software_text
+    return words
 
-    def mark(key: str, text: str) -> str:
-        if given is None or key in given:
-            return text
-        return f"{text} (default{' preset; --software to choose' if key == 'software' else ''})"
 
-    return [
-        software_text if software_text is not None else mark("software", software),
-        mark("precision", precision),
-        mark("optimizer", optimizer),
-    ]
+def below_header(report: Any, sc: Any) -> Any:
+    """``report`` with the ``defaults`` the job header above it states left out (the software
+    preset, precision and optimizer the scenario ``sc`` took by default,
+    :func:`perfmodel.scenario.job_defaults`): ``predict``'s text names each default once, in
+    the header (its ``--json`` keeps them all: there is no header)."""
+    from dataclasses import replace
+
+    said = job_defaults(sc)
+    if not said.intersection(report.defaults):
+        return report
+    return replace(report, defaults=tuple(d for d in report.defaults if d not in said))
 
 
 def _cpu_software(sc: Any) -> str:
@@ -114,7 +124,7 @@ def job_header(
     dgx-h100:precision=bf16)``)."""
     from perfmodel.api import Scenario
 
-    keys = ("software", "precision", "optimizer")
+    keys = JOB_SETTINGS
     values = [str(getattr(args, k) or getattr(Scenario, k)) for k in keys]
     settings = job_settings(*values, frozenset(k for k in keys if getattr(args, k)))
     for i, key in enumerate(keys):  # a what-if row's own setting (dgx-h100:precision=bf16)

@@ -9,6 +9,7 @@ Subcommands::
     perfmodel model maxbatch NAME --gpu GPU [--precision P] [--optimizer adam]
                               [--recompute none|selective|full] [--model-arg k=v ...]
                               [--software S] [--tp N] [--plan PLAN] [--zero Z]
+                              [--pipeline-layout LAYOUT]
                               [--[no-]sequence-parallel] [--json]
     perfmodel model import-chakra TRACE --batch B [--gpu GPU] [--params N] [--system S --gpus 1,2,4]
 
@@ -34,6 +35,7 @@ from perfmodel.cli import _types as ty
 from perfmodel.cli._common import (
     FP8_RECIPES,
     OPTIMIZERS,
+    PIPELINE_LAYOUT_HELP,
     PLAN_HELP,
     PRECISIONS,
     RECOMPUTE,
@@ -45,7 +47,7 @@ from perfmodel.cli._common import (
     parse_model_args,
     print_json,
 )
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.hardware import get_gpu
 
 __all__ = ["parse_model_args", "register"]  # parse_model_args: the shared one, kept importable
@@ -115,6 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "stage, cut as predict cuts it, is sized with pp micro-batches per step (default: one "
         "replica, dp=1, of --tp GPUs, no pipeline)",
     )
+    mb.add_argument("--pipeline-layout", help=PIPELINE_LAYOUT_HELP + "; as predict's")
     mb.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage, as predict's")
     mb.add_argument(
         "--sequence-parallel",
@@ -430,7 +433,7 @@ def _maxbatch_fields(args: argparse.Namespace) -> dict[str, Any]:
         "optimizer": args.optimizer,
         "software": args.software,
     }
-    for key in ("tp", "recompute", "zero", "sequence_parallel"):
+    for key in ("tp", "recompute", "zero", "sequence_parallel", "pipeline_layout"):
         if getattr(args, key) is not None:
             fields[key] = getattr(args, key)
     merge_plan_flag(fields, args)
@@ -458,19 +461,16 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
     :func:`perfmodel.search.screen.plan_stage_memory`, the screen's and predict's
     ``stage_memory``), as a :class:`~perfmodel.workload.memory.MemoryBreakdown` (the
     communication buffers with the workspace): with pipelining the largest of the ``pp``
-    stages as predict's lowering cuts them, with ``pp`` micro-batches per step. ``build`` holds the arguments beyond the model's with which predict
-    builds the rank's workload: the recipe's kernels where not the default, the expert, context
+    stages as predict's lowering cuts them (:func:`_stage_cut`: ``--pipeline-layout``'s stages
+    where one is given), with ``pp`` micro-batches per step. ``build`` holds the arguments
+    beyond the model's with which predict builds the rank's workload: the recipe's kernels where not the default, the expert, context
     and expert-tensor degrees where not 1, 1, 0."""
     from dataclasses import replace
 
-    from perfmodel.parallel.partition import partition, take_layers
-    from perfmodel.parallel.plan import PipelineSchedule
-    from perfmodel.pipeline.inputs import system_costs
     from perfmodel.pipeline.resolve import plan_for, recipe_on
     from perfmodel.scenario import Scenario
     from perfmodel.scenario_parse import parse_scenario
     from perfmodel.search.screen import plan_stage_memory
-    from perfmodel.topology.custom import device_system
     from perfmodel.workload.kernels import DEFAULT_KERNELS
     from perfmodel.workload.memory import MemoryBreakdown
 
@@ -485,31 +485,12 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
         build.update(ep=plan1.ep, cp=plan1.cp, etp=plan1.etp)
     costs = _PrecisionCosts(parsed.precision)
 
-    v = plan1.interleave if plan1.schedule is PipelineSchedule.INTERLEAVED else 1
-    even = parsed.preset.even_pipeline_split
-    # predict's layer times on this GPU: its compute model reads the GPU, the precision, the
-    # preset and the recipe, not the system (a one-device system of ``gpu`` gives them)
-    timing = (
-        system_costs(device_system(gpu), parsed.precision, None, parsed.preset, None, recipe)
-        if pp > 1
-        else None
-    )
-
-    def stage_layers(workload: Any) -> list[Any]:
-        """Each stage's layers as predict's lowering cuts them for this micro-batch
-        (:mod:`perfmodel.parallel.lower_shortcuts`: :func:`partition` into ``pp * v`` chunks
-        balanced on the layers' times, chunk ``k`` on stage ``k % pp``, the preset's even or
-        uneven rule)."""
-        layers = workload.layers
-        cost = [sum(timing.layer_time(la)) for la in layers]
-        chunks = partition(workload, pp * v, cost, allow_uneven=not even)
-        ids = [[i for k in range(s, len(chunks), pp) for i in chunks[k]] for s in range(pp)]
-        return [take_layers(layers, i, i == list(range(i[0], i[-1] + 1))) for i in ids]
+    stage_layers = _stage_cut(parsed, plan1, recipe, gpu)
 
     def memory(workload: Any) -> Any:
         plan = replace(plan1, microbatch_size=int(workload.batch_size))
         stages = [(workload, 0)]
-        if pp > 1:
+        if stage_layers is not None:
             stages = [
                 (replace(workload, layers=layers), s)
                 for s, layers in enumerate(stage_layers(workload))
@@ -541,10 +522,54 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
     return memory, parsed.preset, plan1, build
 
 
+def _stage_cut(parsed: Any, plan: Any, recipe: Any, gpu: Any) -> Any:
+    """``stage_layers(workload)``: each of the plan's ``pp`` stages' layers as predict's
+    lowering cuts them for the workload's micro-batch (:mod:`perfmodel.parallel.lower_shortcuts`:
+    ``pp x v`` chunks, chunk ``k`` on stage ``k % pp``): the chunks the recipe's stated
+    ``--pipeline-layout`` gives (:func:`~perfmodel.parallel.partition.stated_partition`, its
+    errors predict's), else :func:`~perfmodel.parallel.partition.partition`'s, balanced on
+    predict's layer times on ``gpu`` with the preset's even or uneven rule; ``None`` without
+    pipelining and layout (one stage holds every layer; a one-chunk layout is still cut, so
+    that one not stating the model is refused as predict refuses it)."""
+    from perfmodel.parallel.partition import partition, stated_partition, take_layers
+    from perfmodel.parallel.plan import PipelineSchedule
+    from perfmodel.pipeline.inputs import system_costs
+    from perfmodel.topology.custom import device_system
+
+    pp, layout = plan.pp, recipe.pipeline_layout
+    k = pp * (plan.interleave if plan.schedule is PipelineSchedule.INTERLEAVED else 1)
+    # predict's layer times on this GPU: its compute model reads the GPU, the precision, the
+    # preset and the recipe, not the system (a one-device system of ``gpu`` gives them)
+    timing = (
+        system_costs(device_system(gpu), parsed.precision, None, parsed.preset, None, recipe)
+        if pp > 1 and layout is None
+        else None
+    )
+
+    def chunks_of(workload: Any) -> list[list[int]]:
+        if layout is not None:
+            return stated_partition(workload, k, layout)
+        cost = [sum(timing.layer_time(la)) for la in workload.layers]
+        return partition(workload, k, cost, allow_uneven=not parsed.preset.even_pipeline_split)
+
+    def stage_layers(workload: Any) -> list[Any]:
+        layers, chunks = workload.layers, chunks_of(workload)
+        ids = [[i for c in range(s, len(chunks), pp) for i in chunks[c]] for s in range(pp)]
+        return [take_layers(layers, i, i == list(range(i[0], i[-1] + 1))) for i in ids]
+
+    return stage_layers if pp > 1 or layout is not None else None
+
+
 def _plan_shown(args: argparse.Namespace) -> bool:
-    """Whether maxbatch's output names the plan: a ``--plan``, ``--zero`` or
-    ``--[no-]sequence-parallel`` was given (without them the output is as before them)."""
-    return bool(args.plan) or args.zero is not None or args.sequence_parallel is not None
+    """Whether maxbatch's output names the plan: a ``--plan``, ``--zero``,
+    ``--[no-]sequence-parallel`` or ``--pipeline-layout`` was given (without them the output is
+    as before them)."""
+    return (
+        bool(args.plan)
+        or args.zero is not None
+        or args.sequence_parallel is not None
+        or args.pipeline_layout is not None
+    )
 
 
 def _unsharded_note(plan: Any) -> str:
@@ -598,19 +623,24 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
     check_precision_runs(gpu, precision, where="--precision")
     _check_choice_flags(args)
     model_args = parse_model_args(args.model_arg)
-    memory, preset, plan, build = _predict_memory(args, gpu)
-    r = max_batch_size(
-        args.name,
-        gpu,
-        args.precision,
-        args.optimizer,
-        recompute=plan.recompute.value,
-        tp=plan.tp,
-        sequence_parallel=bool(plan.sequence_parallel),
-        memory=memory,
-        **model_args,
-        **build,
-    )
+    try:
+        memory, preset, plan, build = _predict_memory(args, gpu)
+        r = max_batch_size(
+            args.name,
+            gpu,
+            args.precision,
+            args.optimizer,
+            recompute=plan.recompute.value,
+            tp=plan.tp,
+            sequence_parallel=bool(plan.sequence_parallel),
+            memory=memory,
+            **model_args,
+            **build,
+        )
+    except PerfModelError as exc:  # the layout's errors name the flag, as predict's do
+        if exc.where in ("scenario.pipeline_layout", "pipeline_layout"):
+            exc.where = "--pipeline-layout"
+        raise
     attention = attention_kind(args.name, model_args)
     shown = _plan_shown(args)
     # the plan as predict --plan reads it back, with the micro-batch found (1 where none fits)
@@ -628,6 +658,8 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
         )
         if shown:
             d.update(plan=answer, microbatches_per_step=plan.pp)
+        if args.pipeline_layout is not None:
+            d.update(pipeline_layout=args.pipeline_layout)
         if unsharded:
             d.update(note=unsharded)
         print_json(d)
@@ -639,6 +671,8 @@ def _cmd_maxbatch(args: argparse.Namespace) -> int:
         what += f", {attention}"
     if shown:
         what += f", plan {answer}"
+        if args.pipeline_layout is not None:
+            what += f", pipeline layout {args.pipeline_layout}"
         if plan.pp > 1:
             what += f" ({plan.pp} micro-batches per step; the fullest stage)"
     if unsharded:

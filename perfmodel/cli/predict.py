@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -24,6 +25,7 @@ from perfmodel.cli._common import (
     FP8_RECIPES,
     INTERVAL_LEVEL,
     OPTIMIZERS,
+    PIPELINE_LAYOUT_HELP,
     PLAN_HELP,
     PRECISIONS,
     RECOMPUTE,
@@ -44,7 +46,7 @@ from perfmodel.cli._common import (
     print_json,
     system_flags,
 )
-from perfmodel.cli.headers import hardware_fields, hardware_line, predict_header
+from perfmodel.cli.headers import below_header, hardware_fields, hardware_line, predict_header
 from perfmodel.cli.predict_file import RunKey, file_only_keys, take_file_keys, where_given
 from perfmodel.errors import ConfigError
 
@@ -89,13 +91,7 @@ def register(subparsers: Any) -> None:
         "only; docs/workload.md)",
     )
     p.add_argument("--plan", help=PLAN_HELP)
-    p.add_argument(
-        "--pipeline-layout",
-        help="layers of each pipeline chunk, as Megatron-Core's --pipeline-model-parallel-layout "
-        "string ('Et*4|(t*4|)*14tmL': E embedding, t decoder layer, m MTP depth, L loss, "
-        "'|' between the pp x interleave chunks; default: chunks balanced on the layers' times; "
-        "docs/predict.md)",
-    )
+    p.add_argument("--pipeline-layout", help=PIPELINE_LAYOUT_HELP)
     p.add_argument("--recompute", choices=RECOMPUTE)
     add_quiet_arg(p)
     _add_software_args(p)
@@ -506,6 +502,8 @@ def _run_curve(
     from perfmodel.api import predict_curve
     from perfmodel.report.trace import plot_speedup
 
+    if "nodes" in given:  # stated servers cap every count, as they cap one
+        checks.check_curve_nodes(sc, curve)
     reports = predict_curve(sc, curve)
     level = getattr(args, "interval", None)
     ivs = [_intervals(r, level) for r in reports]
@@ -520,8 +518,9 @@ def _run_curve(
     if args.json:
         rows = [r.to_dict() for r in reports]
         for row, r in zip(rows, reports, strict=True):  # as one prediction's (docs/predict.md)
-            if r.device != "CPU":
-                row["hardware"] = hardware_fields(sc, r.num_gpus)
+            if r.device != "CPU":  # on the row's servers (predict_curve adds them)
+                on = dataclasses.replace(sc, nodes=int(r.scenario.get("nodes", sc.nodes)))
+                row["hardware"] = hardware_fields(on, r.num_gpus)
         if getattr(args, "explain", False):
             for row, r in zip(rows, reports, strict=True):
                 row.update(explain_dict(sc, r))
@@ -599,7 +598,8 @@ def _print_curve(
     print(f"fidelity used: {', '.join(sorted({r.fidelity for r in reports}))}")
     # choices made per row (automatic micro-batch, speedup baseline) and notes: each
     # once, with the GPU counts it concerns unless every row has it
-    for line in curve_lines(reports, "defaults") + curve_lines(reports, "printed_notes"):
+    shown = [below_header(r, sc) for r in reports]  # the header names the job's defaults
+    for line in curve_lines(shown, "defaults") + curve_lines(reports, "printed_notes"):
         print(line)
     for line in _basis_lines(reports) + _curve_tight_lines(reports):
         print(line)
@@ -655,7 +655,8 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
         print(hardware_line(hw))
     for warning in checks.warnings(sc, given) + checks.report_warnings(report, given):
         print(warning)
-    print(_table_with_interval(report, _interval_text(report, step_iv, iv_error)))
+    shown = below_header(report, sc)  # the header names the job's defaults
+    print(_table_with_interval(shown, _interval_text(report, step_iv, iv_error)))
     if getattr(args, "explain", False):
         print("\n".join(explain_lines(sc, report)))
     span = _run_span(step_iv)

@@ -139,6 +139,30 @@ def refuse_ignored_flags(args: argparse.Namespace, sc: Any, curve: list[int] | N
 _STATED_KEYS = ("gpus", "nodes")
 
 
+def check_curve_nodes(sc: Any, counts: Iterable[int]) -> None:
+    """A GPU list on stated servers (``--nodes``, or a scenario file's ``nodes``): every count
+    within them, as one count is (user23 item 4: ``predict --nodes 1 --gpus 8,16`` grew the
+    16-GPU row to two servers, quietly, where ``--gpus 16`` alone is refused, and ``compare``
+    now refuses it too, :func:`perfmodel.cli.compare_checks.check_nodes_cap`).
+
+    Raises
+    ------
+    InfeasiblePlanError
+        The first count above the servers' GPUs, in predict's words
+        (:func:`perfmodel.pipeline.resolve.gpus_beyond_nodes`, ``where="gpus"``).
+    """
+    from dataclasses import replace
+
+    from perfmodel.api import topology_of
+    from perfmodel.pipeline.resolve import gpus_beyond_nodes
+
+    have = topology_of(sc).num_gpus
+    over = [g for g in counts if g > have]
+    if over:
+        per = topology_of(replace(sc, nodes=1)).gpus_per_node
+        raise gpus_beyond_nodes(over[0], have, per, sc.system, sc.nodes)
+
+
 def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) -> None:
     """Let an error about a scenario key that no scenario file set name it as its flag, as the
     user writes it (user21: ``nodes=2049``, ``global_batch:``, ``scenario.precision:`` for

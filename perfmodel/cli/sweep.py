@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from perfmodel.search.sweep import SweepSpec, run_sweep
 
     spec = SweepSpec.from_file(args.spec)
+    check_spec_keys(spec)
     if args.fidelity:
         spec = SweepSpec(
             {**spec.base, "fidelity": args.fidelity}, spec.axes, spec.zipped, spec.source
@@ -113,6 +114,45 @@ def run(args: argparse.Namespace) -> int:
     if summary.interrupted:
         return 130
     return 0
+
+
+def check_spec_keys(spec: Any) -> None:
+    """Refuse, before any work, a key of the sweep file's ``[base]``, ``[axes]`` or ``[zip]``
+    that no row's scenario takes (:func:`perfmodel.scenario.check_keys`: the closest key and
+    every accepted one; user23 item 3: a typo such as ``precison`` or ``predict``'s file key
+    ``tokens`` in ``[base]`` made every row an error, exit 0). A key of ``predict``'s scenario
+    file that is no scenario key (its token budget, output flags, ``fabric``, ``model_arg``)
+    is refused with why: a sweep row is one step's prediction (``predict`` without those
+    flags), and takes the scenario's own key names.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the table and the key.
+    """
+    from perfmodel.cli.predict import FILE_RUN_KEYS
+    from perfmodel.cli.predict_file import ALIASES, OUTPUT_KEYS, TABLES
+    from perfmodel.scenario import check_keys
+
+    why = {
+        key: f"predict's {flag} (its scenario file reads it too); a sweep row is one "
+        "step's prediction, with no token budget or training-run estimate"
+        for key, flag, _ in FILE_RUN_KEYS
+    }
+    why.update(
+        (key, f"--{key} chooses what predict prints or writes; a sweep writes rows to -o")
+        for key in OUTPUT_KEYS
+    )
+    why.update(
+        (key, f"predict's --{key.replace('_', '-')}; the sweep's key is {to!r}")
+        for key, to in (*ALIASES.items(), *TABLES.items())
+    )
+    for table, keys in (
+        ("base", spec.base),
+        ("axes", [name for name, _ in spec.axes]),
+        ("zip", [name for name, _ in spec.zipped]),
+    ):
+        check_keys((str(k).split(".")[0] for k in keys), where=f"{spec.source}: [{table}]", why=why)
 
 
 def _with_sigterm_as_interrupt(fn: Any) -> Any:

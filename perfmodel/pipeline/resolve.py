@@ -173,6 +173,30 @@ def plan_for(p: ParsedScenario, n: int) -> tuple[ParallelismPlan, int]:
     return plan, bpr
 
 
+def gpus_beyond_nodes(n: int, have: int, per: int, system: str, nodes: Any) -> InfeasiblePlanError:
+    """The refusal of ``n`` GPUs on ``nodes`` servers of ``system`` that have ``have`` GPUs,
+    ``per`` on each server (``n > have``): it suggests only what is accepted, ``nodes=ceil(n / per)`` while
+    that stays within :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, else at most the
+    GPUs there are (the keys as ``key=value``; the CLI writes them as its flags, ``--nodes 2``:
+    :func:`perfmodel.cli.predict_checks.name_the_flags`). ``predict``'s (:func:`_gpus_used`)
+    and ``compare``'s, whose explicit ``--nodes`` caps its GPU counts as predict's does."""
+    from perfmodel.topology.cluster import MAX_CLUSTER_GPUS
+
+    need = math.ceil(n / per)
+    fix = (
+        f"use nodes={need}, or at most gpus={have}"
+        if need * per <= MAX_CLUSTER_GPUS
+        else f"use at most gpus={have} (nodes={need} would be {need * per:,} "
+        f"GPUs, above the {MAX_CLUSTER_GPUS:,} perfmodel builds)"
+    )
+    return InfeasiblePlanError(
+        f"gpus={n} but system {system} with nodes={nodes} has {have:,} GPUs "
+        f"({per} per server); {fix}",
+        value=n,
+        where="gpus",
+    )
+
+
 def _gpus_used(p: ParsedScenario, topo: Topology, system: str, nodes: Any) -> int:
     """The GPUs the run uses (``gpus``, default all of the topology's), at most the
     topology's. The refusal names the system as given (``system``, not the cluster's
@@ -180,24 +204,9 @@ def _gpus_used(p: ParsedScenario, topo: Topology, system: str, nodes: Any) -> in
     while that stays within :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS` (the keys as
     ``key=value``; ``predict`` writes them as the flags, ``--nodes 2``, where no scenario file
     set them: :func:`perfmodel.cli.predict_checks.name_the_flags`)."""
-    from perfmodel.topology.cluster import MAX_CLUSTER_GPUS
-
     n = p.gpus or topo.num_gpus
     if n > topo.num_gpus:
-        per = topo.gpus_per_node
-        need = math.ceil(n / per)
-        fix = (
-            f"use nodes={need}, or at most gpus={topo.num_gpus}"
-            if need * per <= MAX_CLUSTER_GPUS
-            else f"use at most gpus={topo.num_gpus} (nodes={need} would be {need * per:,} "
-            f"GPUs, above the {MAX_CLUSTER_GPUS:,} perfmodel builds)"
-        )
-        raise InfeasiblePlanError(
-            f"gpus={n} but system {system} with nodes={nodes} has {topo.num_gpus:,} GPUs "
-            f"({per} per server); {fix}",
-            value=n,
-            where="gpus",
-        )
+        raise gpus_beyond_nodes(n, topo.num_gpus, topo.gpus_per_node, system, nodes)
     return n
 
 

@@ -174,6 +174,7 @@ def test_issue_gpt_example_fits_with_an_automatic_microbatch() -> None:
         global_batch=512,
         precision="bf16",
         optimizer="adam",
+        software="pytorch-ddp",  # stated: the automatic micro-batch is the first default
         fidelity="analytic",
     )
     r = predict(sc)
