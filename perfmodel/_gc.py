@@ -47,12 +47,9 @@ def fewer_collections(young: int = YOUNG_THRESHOLD) -> AbstractContextManager[No
 
     def enter() -> None:
         global _saved, _young
-        old = gc.get_threshold()
-        _saved = None
-        if 0 < old[0] < young:
-            _saved = old
+        _saved = raise_young(young)
+        if _saved is not None:
             _young = young
-            gc.set_threshold(young, *old[1:])
 
     def leave() -> None:
         global _saved
@@ -64,4 +61,16 @@ def fewer_collections(young: int = YOUNG_THRESHOLD) -> AbstractContextManager[No
     return _COLLECTOR.use(enter, leave)
 
 
-__all__ = ["CLI_YOUNG_THRESHOLD", "YOUNG_THRESHOLD", "fewer_collections"]
+def raise_young(young: int) -> tuple[int, ...] | None:
+    """Raise the young-generation collection threshold to ``young``, unless it is already higher
+    or 0 (collection disabled); return the setting it replaced, or ``None`` when it left it as it
+    was. The one rule :func:`fewer_collections` and compare's worker initializer
+    (:func:`perfmodel.search.compare._worker_collections`) share."""
+    old = gc.get_threshold()
+    if 0 < old[0] < young:
+        gc.set_threshold(young, *old[1:])
+        return old
+    return None
+
+
+__all__ = ["CLI_YOUNG_THRESHOLD", "YOUNG_THRESHOLD", "fewer_collections", "raise_young"]

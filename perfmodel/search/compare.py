@@ -429,11 +429,9 @@ def _worker_collections(young: int) -> None:
     """The worker's initializer: its young-generation threshold raised to ``young`` (left as
     it is where it is already higher, or 0: collection disabled). The worker is the runner's
     own process and ends with it, so the caller's setting is untouched."""
-    import gc
+    from perfmodel._gc import raise_young
 
-    old = gc.get_threshold()
-    if 0 < old[0] < young:
-        gc.set_threshold(young, *old[1:])
+    raise_young(young)
 
 
 class _IsolatedRunner:
