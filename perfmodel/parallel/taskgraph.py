@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, NamedTuple, get_type_hints
+from typing import ClassVar, NamedTuple
 
 from perfmodel.ops import CollectiveOp
 
@@ -219,25 +219,22 @@ class ChainSegment(NamedTuple):
     reduce_group: tuple[str, ...]
 
 
-class ChainRun(
-    NamedTuple(
-        "_ChainRunFields",
-        [
-            *get_type_hints(ChainSegment).items(),
-            ("gather1_s", float),
-            ("gather1_group", tuple[str, ...]),
-            ("lead_s", float),
-        ],
-    )
-):
+class ChainRun(NamedTuple):
     """A hidden gather run of a gather chain (:data:`ChainStatic` ``items``; ``perfmodel.
     parallel.lower_hidden`` ``_lower_run``): its first gather, no first compute
     (``compute_s`` 0.0), its run task's ``then_s``, its summary reduction, then its second
     gather and its reductions' lead on the ``grad-lead`` stream. Seconds, groups of device
-    ids; the first six fields are :class:`ChainSegment`'s (built from its field list), then
-    ``gather1_s``, ``gather1_group`` and ``lead_s``."""
+    ids; the first six fields are :class:`ChainSegment`'s."""
 
-    __slots__ = ()
+    gather_s: float
+    compute_s: float
+    then_s: tuple[float, ...]
+    reduce_s: float
+    gather_group: tuple[str, ...]
+    reduce_group: tuple[str, ...]
+    gather1_s: float
+    gather1_group: tuple[str, ...]
+    lead_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,29 +299,28 @@ class ChainRow(NamedTuple):
     reduce_end_s: float
 
 
-class ChainRunRow(
-    NamedTuple(
-        "_ChainRunRowFields",
-        [
-            *get_type_hints(ChainRow).items(),
-            ("gather1_start_s", float),
-            ("gather1_end_s", float),
-            ("lead_start_s", float),
-            ("lead_end_s", float),
-        ],
-    )
-):
-    """The layout of a :class:`ChainRun`'s times: :class:`ChainRow`'s (built from its field
-    list; ``head_end_s`` = ``compute_start_s``: no first compute) followed by its second
-    gather's and its lead's (0.0, 0.0: no lead); stored as a plain tuple
-    (:class:`ChainRow`)."""
+class ChainRunRow(NamedTuple):
+    """The layout of a :class:`ChainRun`'s times: :class:`ChainRow`'s (``head_end_s`` =
+    ``compute_start_s``: no first compute) followed by its second gather's and its lead's
+    (0.0, 0.0: no lead); stored as a plain tuple (:class:`ChainRow`)."""
 
-    __slots__ = ()
+    gather_start_s: float
+    gather_end_s: float
+    compute_start_s: float
+    head_end_s: float
+    end_s: float
+    reduce_start_s: float
+    reduce_end_s: float
+    gather1_start_s: float
+    gather1_end_s: float
+    lead_start_s: float
+    lead_end_s: float
 
 
 #: Indices into a chain row (:class:`ChainRow`, :class:`ChainRunRow`).
 ROW_COMPUTE_START = ChainRow._fields.index("compute_start_s")
 ROW_END = ChainRow._fields.index("end_s")
+assert ChainRunRow._fields[: len(ChainRow._fields)] == ChainRow._fields
 
 #: A dependency ``tid + SENT`` is on the pipeline send folded into task ``tid`` (its end plus
 #: :attr:`Task.send_s`); plain dependencies are below it (analytic graphs only:
