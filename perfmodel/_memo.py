@@ -1,5 +1,6 @@
 """A small bounded memo for values computed from a key (issue 14: work a prediction repeats for
-its cluster, its speedup baseline and its micro-batch search)."""
+its cluster, its speedup baseline and its micro-batch search), and :func:`made_once`, a value a
+frozen object makes on first read."""
 
 from __future__ import annotations
 
@@ -59,3 +60,23 @@ class BoundedMemo(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def made_once(obj: object, name: str, make: Callable[[], V]) -> V:
+    """Attribute ``name`` of ``obj``; while it is ``None`` (not made yet), ``make()`` stored
+    there first, so each object makes it at most once. Stored as a frozen dataclass's
+    ``__init__`` stores its fields (``object.__setattr__``): the frozen graphs and timelines
+    that lower or execute a graph on first read use it (``perfmodel.parallel.periodic.
+    LazyGraph``, ``perfmodel.sim.engine.CoarseTimeline`` and ``PeriodicTimeline``).
+
+    >>> class Lazy:
+    ...     value = None
+    >>> lazy = Lazy()
+    >>> made_once(lazy, "value", lambda: 1), made_once(lazy, "value", lambda: 2)
+    (1, 1)
+    """
+    value = getattr(obj, name)
+    if value is None:
+        value = make()
+        object.__setattr__(obj, name, value)
+    return value  # type: ignore[no-any-return]

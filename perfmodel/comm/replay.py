@@ -451,8 +451,8 @@ def _phase_proc(
     """The process of :func:`_phase_one`."""
     env = net.env
     now = env.now
-    groups: dict[float, list[tuple[str, str, float, Any, float]]] = {}
-    delays: dict[float, float] = {}
+    # per due instant: the delay of its timeout (its first transfer's) and its transfers
+    groups: dict[float, tuple[float, list[tuple[str, str, float, Any, float]]]] = {}
     hops = net._phase_hops  # per (source, destination, protocol): pure functions of the links
     for src, dst, nb in todo:
         hit = hops.get((src, dst, proto))
@@ -466,10 +466,10 @@ def _phase_proc(
             )
         path, extra, delay = hit
         due = now + delay  # the instant SimPy's timeout falls due (its own sum)
-        if due not in groups:
-            groups[due] = []
-            delays[due] = delay
-        groups[due].append((src, dst, nb, path, extra))
+        group = groups.get(due)
+        if group is None:
+            group = groups[due] = (delay, [])
+        group[1].append((src, dst, nb, path, extra))
     done = env.event()
     left = [len(todo)]
 
@@ -482,8 +482,8 @@ def _phase_proc(
         for src, dst, nb, path, extra in group:
             net.transfer(src, dst, nb, path=path, latency_s=extra).callbacks.append(arrived)
 
-    for due, group in groups.items():
-        env.timeout(delays[due]).callbacks.append(lambda e, g=group: start(e, g))
+    for delay, transfers in groups.values():
+        env.timeout(delay).callbacks.append(lambda e, g=transfers: start(e, g))
     yield done
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from perfmodel._memo import made_once
 from perfmodel.parallel.taskgraph import Task, TaskGraph
 
 WINDOW_BACK = 3
@@ -86,36 +87,28 @@ class LazyGraph(TaskGraph):
         analytic: Callable[[], tuple[TaskGraph, bool]] | None = None,
     ) -> None:
         object.__setattr__(self, "multiplicity", multiplicity)
-        object.__setattr__(self, "_merged", coarse is not None)
         object.__setattr__(self, "_lower_full", full)
         object.__setattr__(self, "_lower_coarse", coarse)
         object.__setattr__(self, "_lower_analytic", analytic)
+        # each lowered once (made_once): the whole graph; the coarse and the analytic graphs,
+        # each with whether it merged anything
         object.__setattr__(self, "_full", None)
         object.__setattr__(self, "_coarse", None)
         object.__setattr__(self, "_analytic", None)
-        object.__setattr__(self, "_analytic_merged", analytic is not None)
         object.__setattr__(self, "_shorts", {})
 
     def full(self) -> TaskGraph:
         """The whole step's graph (lowered on the first call)."""
-        g = self._full
-        if g is None:
-            g = self._lower_full()
-            object.__setattr__(self, "_full", g)
-        return g
+        return made_once(self, "_full", self._lower_full)
 
     def coarse(self) -> TaskGraph:
         """The whole step's coarse graph (lowered on the first call; :meth:`full` without a
         coarse lowering)."""
         if self._lower_coarse is None:
             return self.full()
-        g = self._coarse
-        if g is None:
-            g, merged = self._lower_coarse()
-            object.__setattr__(self, "_coarse", g)
-            object.__setattr__(self, "_merged", merged)
-            if not merged and self._full is None:  # nothing merged: the whole graph itself
-                object.__setattr__(self, "_full", g)
+        g, merged = made_once(self, "_coarse", self._lower_coarse)
+        if not merged and self._full is None:  # nothing merged: the whole graph itself
+            object.__setattr__(self, "_full", g)
         return g
 
     @property
@@ -124,19 +117,14 @@ class LazyGraph(TaskGraph):
         if self._lower_coarse is None:
             return False
         self.coarse()
-        return self._merged
+        return self._coarse[1]  # type: ignore[no-any-return]
 
     def analytic(self) -> TaskGraph:
         """The graph the analytic list schedule runs (lowered on the first call): the
         ``analytic`` lowering where one was given, else :meth:`coarse`."""
         if self._lower_analytic is None:
             return self.coarse()
-        g = self._analytic
-        if g is None:
-            g, merged = self._lower_analytic()
-            object.__setattr__(self, "_analytic", g)
-            object.__setattr__(self, "_analytic_merged", merged)
-        return g
+        return made_once(self, "_analytic", self._lower_analytic)[0]  # type: ignore[no-any-return]
 
     @property
     def analytic_merged(self) -> bool:
@@ -144,16 +132,16 @@ class LazyGraph(TaskGraph):
         if self._lower_analytic is None:
             return self.merged
         self.analytic()
-        return self._analytic_merged
+        return self._analytic[1]  # type: ignore[no-any-return]
 
     def _any(self) -> TaskGraph:
         """A graph already lowered (the same devices and notes), else the coarse one."""
         if self._full is not None:
             return self._full
         if self._coarse is not None:
-            return self._coarse
+            return self._coarse[0]  # type: ignore[no-any-return]
         if self._analytic is not None:
-            return self._analytic
+            return self._analytic[0]  # type: ignore[no-any-return]
         if self._shorts:
             return next(iter(self._shorts.values()))
         return self.coarse()

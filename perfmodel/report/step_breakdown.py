@@ -18,6 +18,7 @@ So ``compute + optimizer + exposed comm + host + bubble == iteration time`` (tes
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -494,7 +495,13 @@ def _sweep_split(
     later time, to the class of the smaller of the events' running min key and the chains'
     key (:data:`_IDLE`: none), the min of every live key as :func:`_sweep` takes it. So the
     same intervals are added to each class in the same order (the same floats, bit for bit),
-    and the classes enter ``acc`` in the same order."""
+    and the classes enter ``acc`` in the same order.
+
+    ``events`` (the caller's, read once) is cut before ``t1`` (finite: a makespan) and closed
+    by an event of the idle key at ``t1``, which makes the last pass: the transitions at or
+    before ``t1``, then the interval up to it. A transition at ``t1`` itself adds what
+    :func:`_sweep` adds at ``t1`` (``t1 - prev``, to the same class, once); the idle key
+    entering changes no class (it is above every key) and nothing follows it."""
     name = dict(cls_of)
     name[_IDLE] = "bubble"
     active: dict[str, int] = {}
@@ -506,10 +513,10 @@ def _sweep_split(
     ct.append(math.inf)
     i = 0
     cn = ct[0]
+    del events[bisect_left(events, t1, key=_EVENT_ORDER) :]  # the events before t1 ...
+    events.append((t1, 1, _IDLE))  # ... then the last pass, at t1
     for now, d, key in events:
-        if now >= t1:
-            break
-        while cn <= now:  # the chains' transitions up to this event (cn < t1)
+        while cn <= now:  # the chains' transitions up to this event
             if cn > prev:
                 acc[cls] = acc_get(cls, 0.0) + (cn - prev)
                 prev = cn
@@ -532,16 +539,6 @@ def _sweep_split(
             if key == mkey:
                 mkey = min(active) if active else _IDLE
                 cls = name[ckey if ckey < mkey else mkey]
-    while cn < t1:  # the transitions after the last event below t1
-        if cn > prev:
-            acc[cls] = acc_get(cls, 0.0) + (cn - prev)
-            prev = cn
-        ckey = tk[i]
-        i += 1
-        cn = ct[i]
-        cls = name[ckey if ckey < mkey else mkey]
-    if t1 > prev:
-        acc[cls] = acc_get(cls, 0.0) + (t1 - prev)
     return acc
 
 

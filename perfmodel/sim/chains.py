@@ -11,7 +11,7 @@ floating-point operations, so every time is bit for bit theirs:
   marks made again on demand, :func:`chain_rows`, :func:`_early_mark`); :func:`_chain_runs`:
   the general recurrence (hidden gather runs, a ``then_s`` of more than one piece), a row
   and a mark per item;
-* :func:`_encoded_end`, :func:`_anchors`, :func:`_anchor_end`: the ends encoded dependencies
+* :func:`_encoded_end`, :func:`_anchors`, :func:`_dep_end`: the ends encoded dependencies
   stand for (a chain's marks, an operation task's pieces), as the list schedule reads them;
   :func:`mark_count`, a chain's marks.
 
@@ -142,27 +142,28 @@ def _chain(
     (:func:`chain_rows`), and the gather and reduction streams' free times in ``free``; with ``busy`` (``_chain_mode``), adds each compute's ``e_i - cs_i``
     to ``busy[t.device]`` in order (``(b + e_i) - cs_i``, as ``_compute_busy`` read the rows)."""
     static, a0, a1 = t.chain
+    # the anchors of the first two gathers (-inf: none), for either recurrence. An earlier
+    # chain's marks (the usual anchors) are read inline, as _anchors reads them
+    if a0 >= CHAIN and a1 >= CHAIN:
+        x = a0 - CHAIN
+        two0 = chains[x & LOW][x >> SHIFT]
+        if two0 is None:  # a flat chain's mark before its last two (FLAT_CHAINS)
+            two0 = _early_mark(x, tasks, chains)
+        x = a1 - CHAIN
+        one0 = chains[x & LOW][x >> SHIFT]
+        if one0 is None:
+            one0 = _early_mark(x, tasks, chains)
+    else:
+        two0, one0 = _anchors(a0, a1, start, end, tasks, chains)
     flat = static.flat
-    dev = t.device
     if flat is None or not FLAT_CHAINS:  # hidden gather runs, or a then_s of more than one piece
-        return _chain_runs(t, s, free, start, end, tasks, chains, busy)
+        return _chain_runs(t, s, free, two0, one0, chains, busy)
+    dev = t.device
     gk = (dev, static.gather_stream)
     fg = fg0 = free.get(gk, 0.0)  # fg0 ... one0: what the rows start from (chain_rows)
     rk = (dev, static.reduce_stream)
     fr = fr0 = free.get(rk, 0.0)
-    # the anchors of the next two gathers (-inf: none); then each first compute's end. An
-    # earlier chain's marks (the usual anchors) are read inline, as _anchors reads them
-    if a0 >= CHAIN and a1 >= CHAIN:
-        x = a0 - CHAIN
-        two = two0 = chains[x & LOW][x >> SHIFT]
-        if two is None:  # a flat chain's mark before its last two (FLAT_CHAINS)
-            two = two0 = _early_mark(x, tasks, chains)
-        x = a1 - CHAIN
-        one = one0 = chains[x & LOW][x >> SHIFT]
-        if one is None:
-            one = one0 = _early_mark(x, tasks, chains)
-    else:
-        two, one = two0, one0 = _anchors(a0, a1, start, end, tasks, chains)
+    two, one = two0, one0  # then each first compute's end
     ce = s
     b = 0.0 if busy is None else busy.get(dev, 0.0)
     # segment i: h = max(e_{i-1}, g_i's end) + C_i, e_i = h + T_i (then_s's one piece); its
@@ -284,24 +285,24 @@ def _chain_runs(
     t: ChainTask,
     s: float,
     free: dict[tuple[str, str], float],
-    start: list[float],
-    end: list[float],
-    tasks: tuple[Task, ...],
+    two: float,
+    one: float,
     chains: dict[int, ChainEntry],
-    busy: dict[str, float] | None = None,
+    busy: dict[str, float] | None,
 ) -> tuple[float, float]:
     """:func:`_chain` of a chain with hidden gather runs (``perfmodel.parallel.lower_hidden``
     ``_lower_run``) or whose segments' ``then_s`` are not all one piece (no ``flat``): a
     segment item as there, its pieces added in order; a run item ``(G_0, 0.0, then, R, ...,
     G_1, _, L)`` as its fine tasks: its first gather after anchor ``two`` (``g_0``), its second after
-    anchor ``one`` (``g_1``), both on the gather stream in that order; its run task at ``cs =
+    anchor ``one`` (``g_1``; ``two`` and ``one``: the ends of the chain's anchors, as
+    :func:`_chain` read them), both on the gather stream in that order; its run task at ``cs =
     max(previous end, g_0's end)``, its pieces added in order (``then``: the computes ending
     at pieces 2 and 4 are the next anchors, marks ``a`` and ``b``); its lead on the device's
     ``grad-lead`` stream from ``cs`` for ``L``, then its summary reduction of ``R`` on the
     reduction stream after the lead. A run's row is a segment's (``h = cs``: no first
     compute) followed by ``(g_1 start, g_1 end, lead start, lead end)``. With ``busy``, adds
     each item's ``e - cs`` to ``busy[t.device]`` in order, as :func:`_chain` does."""
-    static, a0, a1 = t.chain
+    static = t.chain[0]
     segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
     reducing = static.reducing
     dev = t.device
@@ -309,17 +310,6 @@ def _chain_runs(
     fg = free.get(gk, 0.0)
     fr = free.get(rk, 0.0)
     fl = free.get(lk, 0.0)
-    if a0 >= CHAIN and a1 >= CHAIN:  # an earlier chain's marks, inline (_anchors)
-        x = a0 - CHAIN
-        two = chains[x & LOW][x >> SHIFT]
-        if two is None:  # not kept (a flat chain's early mark)
-            two = _early_mark(x, tasks, chains)
-        x = a1 - CHAIN
-        one = chains[x & LOW][x >> SHIFT]
-        if one is None:
-            one = _early_mark(x, tasks, chains)
-    else:
-        two, one = _anchors(a0, a1, start, end, tasks, chains)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
     ce = s
@@ -391,29 +381,11 @@ def _anchors(
     tasks: tuple[Task, ...],
     chains: dict[int, ChainEntry],
 ) -> tuple[float, float]:
-    """The ends of a chain's two anchors ``a0`` and ``a1`` (:func:`_anchor_end`; a mark of an
-    earlier chain, the usual anchor, read here as :func:`_encoded_end` reads it)."""
-    if a0 >= CHAIN:
-        two = _encoded_end(a0, start, end, tasks, chains)
-    else:
-        two = _anchor_end(a0, start, end, tasks, chains)
-    if a1 >= CHAIN:
-        return two, _encoded_end(a1, start, end, tasks, chains)
-    return two, _anchor_end(a1, start, end, tasks, chains)
-
-
-def _anchor_end(
-    d: int,
-    start: list[float],
-    end: list[float],
-    tasks: tuple[Task, ...],
-    chains: dict[int, ChainEntry],
-) -> float:
-    """The end of dependency ``d`` as ``_list_schedule`` reads it (``-inf``: ``d < 0``, no
-    anchor; else :func:`_dep_end`)."""
-    if d < 0:
-        return _NONE
-    return _dep_end(d, start, end, tasks, chains)
+    """The ends of a chain's two anchors ``a0`` and ``a1`` as ``_list_schedule`` reads them
+    (``-inf``: below 0, no anchor; else :func:`_dep_end`, a mark of an earlier chain, the
+    usual anchor, as :func:`_encoded_end` reads it)."""
+    two = _NONE if a0 < 0 else _dep_end(a0, start, end, tasks, chains)
+    return two, _NONE if a1 < 0 else _dep_end(a1, start, end, tasks, chains)
 
 
 def _dep_end(

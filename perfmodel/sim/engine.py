@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from perfmodel._memo import made_once
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.periodic import (
     WINDOW_BACK,
@@ -140,11 +141,7 @@ class _WholeOnRead(Timeline):
 
     def whole(self) -> Timeline:
         """The whole graph's timeline (executed on the first call)."""
-        tl = self._whole
-        if tl is None:
-            tl = self._run_whole_graph()
-            object.__setattr__(self, "_whole", tl)
-        return tl
+        return made_once(self, "_whole", self._run_whole_graph)
 
     @property
     def start_s(self) -> tuple[float, ...]:  # type: ignore[override]

@@ -12,10 +12,10 @@ alone on a stream of its own (so it starts exactly at that end), before the firs
 after it; the schedule is compared with a reference written here from the encodings'
 definitions (``perfmodel.parallel.taskgraph``): this test's decoder for every dependency and a
 chain's anchors (the schedule's copies: the two loops' inline cases, ``_dep_end`` /
-``_encoded_end``, and a chain's anchors read inline in ``sim.chains._chain`` and ``_anchors``).
-The second chain is anchored on the first's marks or on plain tasks. Both chains take
-``_chain``'s flat recurrence: ``_anchors`` (a chain of hidden gather runs or of a several-piece
-``then_s``) is not reached here."""
+``_encoded_end``, and a chain's anchors read inline in ``sim.chains._chain``, or through
+``_anchors`` where one is not a mark). The second chain is anchored on the first's marks or on
+plain tasks. Both chains take ``_chain``'s flat recurrence (its anchors read as those of a chain
+of hidden gather runs or of a several-piece ``then_s``, which ``_chain_runs`` is handed)."""
 
 from __future__ import annotations
 

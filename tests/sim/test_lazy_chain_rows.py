@@ -201,9 +201,10 @@ def test_early_marks_read_by_the_next_chain(
 ) -> None:
     """A chain anchored on a flat chain's early marks (a hand-made graph: the lowering anchors
     on the last two) reads them through ``_early_mark`` wherever it reads an anchor: both
-    marks inline in ``_chain`` (``then_s`` of one piece) or ``_chain_runs`` (of two, not
-    flat), either anchor the first early one read (the other kept, mark 3 of the five
-    segments' 0-5); one mark and one task through ``_anchors`` and ``_encoded_end``. The
+    marks inline in ``_chain``, whether it runs the flat recurrence (``then_s`` of one piece)
+    or hands them to ``_chain_runs`` (of two, not flat), either anchor the first early one
+    read (the other kept, mark 3 of the five segments' 0-5); one mark and one task through
+    ``_anchors`` and ``_encoded_end``. The
     schedule, entries and breakdown are bit for bit those with ``FLAT_CHAINS`` off."""
     g_spec = CommSpec(CollectiveOp.ALLGATHER, 1e6, ("g0", "g1"), "auto", CommKind.ZERO)
     r_spec = CommSpec(CollectiveOp.REDUCESCATTER, 1e6, ("g0", "g1"), "auto", CommKind.DP)
