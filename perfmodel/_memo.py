@@ -52,10 +52,27 @@ class BoundedMemo(Generic[K, V]):
         >>> memo.entries
         {'b': 2, 'c': 4}
         """
-        entries = self.entries
-        if key not in entries and len(entries) >= self.size:
-            entries.pop(next(iter(entries)))
-        entries[key] = value
+        keep(self.entries, key, value, self.size)
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def keep(entries: dict[K, V], key: K, value: V, size: int) -> V:
+    """Keep ``value`` under ``key`` in ``entries``, a plain dict that a hot path reads itself
+    (``entries.get(key)``), at most ``size`` (>= 1) entries, the oldest dropped first where a new key
+    finds it full; returns ``value``. The bound of :class:`BoundedMemo` for memos that stay
+    dicts (a sweep or a service predicting distinct scenarios in one process would otherwise
+    grow them without end). Only for values that are a pure function of the key: a dropped
+    entry costs a recompute, never a different answer.
+
+    >>> d: dict[str, int] = {"a": 1, "b": 2}
+    >>> keep(d, "c", 3, 2), d
+    (3, {'b': 2, 'c': 3})
+    >>> keep(d, "b", 4, 2), d
+    (4, {'b': 4, 'c': 3})
+    """
+    if key not in entries and len(entries) >= size:
+        entries.pop(next(iter(entries)))
+    entries[key] = value
+    return value
