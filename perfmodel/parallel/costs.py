@@ -68,9 +68,10 @@ class Costs(Protocol):
     def cpu_of(self, gpu: str) -> str: ...
 
 
-_LAYER_MEMO_SIZE = 200_000
-"""Layer objects whose times :class:`SystemCosts` keeps by identity (about 2,000 GPT-3 workloads
-of 100 layers; the cost-key cache behind it is exact, so a clear only costs time)."""
+_LAYER_MEMO_SIZE = 65_536
+"""Layer objects whose times :class:`SystemCosts` keeps by identity, the oldest dropped first
+(:func:`perfmodel._memo.keep`; ~8 a GPT-3 plan, 324 after 40 preset plans; each entry keeps its
+layer alive, ~6 objects). The cost-key cache behind it is exact: a drop only costs time."""
 
 
 #: Compute models and their layer-price caches shared by :class:`SystemCosts` instances:
@@ -214,9 +215,7 @@ class SystemCosts:
         lt = self._layer(src)
         times = (float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s))
         host = (float(lt.host_fwd_s), float(lt.host_s - lt.host_fwd_s))
-        if len(self._by_layer) >= _LAYER_MEMO_SIZE:
-            self._by_layer.clear()
-        self._by_layer[id(src)] = (src, times, host)
+        keep(self._by_layer, id(src), (src, times, host), _LAYER_MEMO_SIZE)
         return times, host
 
     def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
