@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -16,18 +17,23 @@ from perfmodel.compute import model as compute_model
 from perfmodel.parallel import costs, lower_shortcuts, lowering
 from perfmodel.pipeline import baseline, inputs
 
+#: Every memo a prediction fills whose bound is a module constant (and ``baseline.BASELINES``'
+#: own, :func:`_caps`).
+_BOUNDS = (
+    (compute_model, ("GEMM_MEMO_SIZE", "ATTENTION_MEMO_SIZE")),
+    (costs, ("PRICES_SIZE", "COMM_MEMO_SIZE", "_LAYER_MEMO_SIZE")),
+    (lowering, ("_CHUNKS_SIZE",)),
+    (lower_shortcuts, ("_SHARED_CHUNKS_SIZE",)),
+    (api, ("_MAX_REPORTS",)),
+)
+
 
 def _caps(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
-    """Every memo a prediction fills, bounded at ``size`` entries."""
-    monkeypatch.setattr(compute_model, "GEMM_MEMO_SIZE", size)
-    monkeypatch.setattr(compute_model, "ATTENTION_MEMO_SIZE", size)
-    monkeypatch.setattr(costs, "PRICES_SIZE", size)
-    monkeypatch.setattr(costs, "COMM_MEMO_SIZE", size)
-    monkeypatch.setattr(costs, "_LAYER_MEMO_SIZE", size)
-    monkeypatch.setattr(lowering, "_CHUNKS_SIZE", size)
-    monkeypatch.setattr(lower_shortcuts, "_SHARED_CHUNKS_SIZE", size)
-    monkeypatch.setattr(baseline.BASELINES, "size", size)
-    monkeypatch.setattr(api, "_MAX_REPORTS", size)
+    """Every memo of :data:`_BOUNDS` bounded at ``size`` entries."""
+    for owner, names in _BOUNDS:
+        for name in names:
+            monkeypatch.setattr(owner, name, size)
+    monkeypatch.setattr(baseline.BASELINES, "size", size)  # the memo in place now
 
 
 def _empty_memos(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,22 +83,9 @@ def test_distinct_predictions_keep_a_bounded_number_of_objects(
 def test_bounds_change_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Bounds of one entry (every memo drops what it kept at the next new key) against the
     shipped bounds, each from empty memos: the same reports, field for field."""
-    scenarios = [
-        _mlp(8),
-        _mlp(16),
-        Scenario(system="dgx1-v100", model="mlp", batch_per_gpu=8, gpus=8, fidelity="analytic"),
-        Scenario(
-            system="dgx1-v100",
-            nodes=2,  # data-parallel rings that share NICs: sharing factors above 1
-            model="gpt2",
-            batch_per_gpu=4,
-            tp=2,
-            pp=2,
-            software="megatron",
-            precision="fp16",
-            fidelity="analytic",
-        ),
-    ]
+    # data-parallel rings of two servers share NICs (sharing factors above 1)
+    gpt2 = replace(_mlp(4), model="gpt2", nodes=2, tp=2, pp=2, precision="fp16")
+    scenarios = [_mlp(8), _mlp(16), replace(_mlp(8), gpus=8), replace(gpt2, software="megatron")]
 
     def reports() -> list[dict[str, object]]:
         with pytest.MonkeyPatch.context() as m:
