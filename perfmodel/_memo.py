@@ -5,6 +5,7 @@ frozen object makes on first read."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from itertools import islice
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -13,8 +14,39 @@ V = TypeVar("V")
 _ABSENT = object()
 
 
+def keep(entries: dict[K, V], key: K, value: V, size: int) -> V:
+    """Keep ``value`` under ``key`` in ``entries``, a plain dict that a hot path reads itself
+    (``entries.get(key)``), at most ``size`` (>= 1) entries; returns ``value``. The bound of
+    :class:`BoundedMemo` for memos that stay dicts (a sweep or a service predicting distinct
+    scenarios in one process would otherwise grow them without end). Only for values that
+    are a pure function of the key: a dropped entry costs a recompute, never a different
+    answer.
+
+    A new key that finds ``entries`` full drops its oldest quarter (at least one entry), in
+    insertion order. Not one at a time: a dict keeps the slots of deleted entries until it
+    resizes, so finding the oldest live entry (``next(iter(entries))``) walks every slot
+    dropped before it, and dropping one entry a new key cost ~12 us at 65,536 entries
+    (0.15 us while filling, CPython 3.11); a quarter at once spreads one walk over
+    ``size // 4`` new keys.
+
+    >>> d: dict[str, int] = {"a": 1, "b": 2}
+    >>> keep(d, "c", 3, 2), d
+    (3, {'b': 2, 'c': 3})
+    >>> keep(d, "b", 4, 2), d
+    (4, {'b': 4, 'c': 3})
+    >>> d = dict.fromkeys("abcdefgh", 0)
+    >>> keep(d, "i", 1, 8), "".join(d)
+    (1, 'cdefghi')
+    """
+    if key not in entries and len(entries) >= size:
+        for old in list(islice(entries, max(1, size // 4))):
+            del entries[old]
+    entries[key] = value
+    return value
+
+
 class BoundedMemo(Generic[K, V]):
-    """Values by key, at most ``size`` of them, the oldest dropped first.
+    """Values by key, at most ``size`` of them, the oldest dropped first (:func:`keep`).
 
     Used where :func:`functools.lru_cache` does not fit: the key is derived from the
     arguments (text, a server's graph contents) rather than being them, or an argument may be
@@ -43,8 +75,8 @@ class BoundedMemo(Generic[K, V]):
         return hit  # type: ignore[return-value]
 
     def put(self, key: K, value: V) -> None:
-        """Keep ``value`` under ``key`` (hashable), the oldest entry dropped first where a new
-        key finds the memo full: what :meth:`get` keeps on a miss (it calls this), for callers
+        """Keep ``value`` under ``key`` (hashable), the oldest entries dropped first where a
+        new key finds the memo full (a quarter of them at once, :func:`keep`): what :meth:`get` keeps on a miss (it calls this), for callers
         that read :attr:`entries` themselves and decide afterwards whether to keep what they
         made.
 
@@ -53,10 +85,7 @@ class BoundedMemo(Generic[K, V]):
         >>> memo.entries
         {'b': 2, 'c': 4}
         """
-        entries = self.entries
-        if key not in entries and len(entries) >= self.size:
-            entries.pop(next(iter(entries)))
-        entries[key] = value
+        keep(self.entries, key, value, self.size)
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from perfmodel._memo import keep
 from perfmodel.compute.layer_time import (
     Bound,
     LayerTime,
@@ -179,6 +180,19 @@ class _BwdPass:
     transpose_s: float
 
 
+#: Entries a :class:`ComputeModel` keeps in its GEMM memo (shapes and grouped shapes, per
+#: dtype), the oldest dropped first (:func:`perfmodel._memo.keep`): a GEMM's efficiency is a pure
+#: function of (shape, dtype) once the model's parameters are fixed, so a dropped entry costs
+#: a recompute, never a different answer. A GPT-3 plan asks for tens of shapes, a plan search
+#: a few thousand; a sweep of distinct batches adds ~7 a scenario, which without a bound grew
+#: without end in a long-lived process.
+GEMM_MEMO_SIZE = 65_536
+
+#: Entries a :class:`ComputeModel` keeps in its fused-attention memo (by attention shape and
+#: backend), bounded as :data:`GEMM_MEMO_SIZE` and for the same reason.
+ATTENTION_MEMO_SIZE = 16_384
+
+
 class ComputeModel:
     """Predicts per-layer forward/backward times and the optimizer step on one GPU.
 
@@ -252,8 +266,7 @@ class ComputeModel:
             k_overhead=p.k_overhead_for(dtype, p.peak(dtype) * ceiling),
             split_k_efficiency=p.split_k_efficiency,
         )
-        self._gemm_cache[key] = hit
-        return hit
+        return keep(self._gemm_cache, key, hit, GEMM_MEMO_SIZE)
 
     def grouped_gemm(self, gemm: GemmShape, dtype: DType) -> tuple[GemmEfficiency, int]:
         """Efficiency of the ``gemm.batch`` expert GEMMs of a grouped (mixture-of-experts) layer
@@ -267,7 +280,7 @@ class ComputeModel:
             g = grouped_gemm_efficiency(gemm, lambda s: self.gemm(s, dtype).efficiency)
             per = self.gemm(GemmShape(gemm.m, gemm.n, gemm.k, g.concurrent), dtype)
             hit = (replace(per, efficiency=g.efficiency), g.launches)
-            self._gemm_cache[key] = hit  # type: ignore[index]
+            keep(self._gemm_cache, key, hit, GEMM_MEMO_SIZE)  # type: ignore[arg-type]
         return hit  # type: ignore[return-value]
 
     def gemm_time(self, gemm: GemmShape, dtype: DType, *, itemsize: int | None = None) -> float:
@@ -329,8 +342,7 @@ class ComputeModel:
         if p.power_clock_ratio != 1.0 and e.from_table:
             r = p.power_clock_ratio
             e = replace(e, fwd=e.fwd * r, bwd=e.bwd * r, source=f"{e.source} x power limit {r:.3f}")
-        self._attention_cache[key] = e
-        return e
+        return keep(self._attention_cache, key, e, ATTENTION_MEMO_SIZE)
 
     def _mem_time(self, nbytes: float) -> float:
         return nbytes / (self.params.memory_bandwidth_Bps * self.params.memory_efficiency)

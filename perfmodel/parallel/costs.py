@@ -15,7 +15,7 @@ from functools import lru_cache
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
-from perfmodel._memo import BoundedMemo
+from perfmodel._memo import BoundedMemo, keep
 from perfmodel.comm.group_memo import BY_GROUP_NUMBERS
 from perfmodel.comm.nodes import all_gpus, check_group
 from perfmodel.dtypes import Precision
@@ -68,9 +68,10 @@ class Costs(Protocol):
     def cpu_of(self, gpu: str) -> str: ...
 
 
-_LAYER_MEMO_SIZE = 200_000
-"""Layer objects whose times :class:`SystemCosts` keeps by identity (about 2,000 GPT-3 workloads
-of 100 layers; the cost-key cache behind it is unbounded and exact, so a clear only costs time)."""
+_LAYER_MEMO_SIZE = 65_536
+"""Layer objects whose times :class:`SystemCosts` keeps by identity, the oldest dropped first
+(:func:`perfmodel._memo.keep`; ~8 a GPT-3 plan, 324 after 40 preset plans; each entry keeps its
+layer alive, ~6 objects). The cost-key cache behind it is exact: a drop only costs time."""
 
 
 #: Compute models and their layer-price caches shared by :class:`SystemCosts` instances:
@@ -80,6 +81,20 @@ of 100 layers; the cost-key cache behind it is unbounded and exact, so a clear o
 #: entries are found by identity or equality).
 _SHARED_COMPUTE: list[tuple[Any, Any, Any, Precision, Any, dict[tuple[Any, ...], LayerTime]]] = []
 _SHARED_COMPUTE_SIZE = 32
+
+#: Layer prices each shared price table (:func:`_compute_tables`) keeps by cost key, the oldest
+#: dropped first (:func:`perfmodel._memo.keep`): a price is the compute model's pure function of
+#: the cost key, so a dropped one costs a recompute, never a different answer. A GPT-3 plan
+#: prices tens of keys; a sweep of distinct batches added ~5 a scenario without end.
+PRICES_SIZE = 65_536
+
+#: Entries each of a :class:`SystemCosts`' communication memos keeps (collective times, their
+#: latencies and algorithms by ``(op, bytes, group, algorithm)``; sharing factors by groups;
+#: :meth:`SystemCosts.concurrent_keyed` values), the oldest dropped first
+#: (:func:`perfmodel._memo.keep`): each value is a pure function of its key (the comm model's
+#: answer), so a dropped one costs a recompute, never a different answer. A sweep of distinct
+#: batches or models in one process adds message sizes without end.
+COMM_MEMO_SIZE = 65_536
 
 
 def _compute_tables(
@@ -180,7 +195,9 @@ class SystemCosts:
         key = layer.cost_key()
         hit = self._layer_cache.get(key)
         if hit is None:
-            hit = self._layer_cache[key] = self.compute.layer_time(layer, self.precision)
+            hit = keep(
+                self._layer_cache, key, self.compute.layer_time(layer, self.precision), PRICES_SIZE
+            )
         return hit
 
     def _layer_times(
@@ -198,9 +215,7 @@ class SystemCosts:
         lt = self._layer(src)
         times = (float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s))
         host = (float(lt.host_fwd_s), float(lt.host_s - lt.host_fwd_s))
-        if len(self._by_layer) >= _LAYER_MEMO_SIZE:
-            self._by_layer.clear()
-        self._by_layer[id(src)] = (src, times, host)
+        keep(self._by_layer, id(src), (src, times, host), _LAYER_MEMO_SIZE)
         return times, host
 
     def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
@@ -254,9 +269,12 @@ class SystemCosts:
         hit = self._collective_cache.get(key)
         if hit is None:
             result = self.comm.collective(op, message_bytes, key[2], algorithm=algorithm)
-            hit = self._collective_cache[key] = float(result.time_s)
-            self._latency_cache[key] = float(result.latency_s)
-            self._algorithm_cache[key] = result.algorithm
+            # the three memos take the same keys in the same order under one bound, so they
+            # drop the same oldest key together: a key in one is in all three
+            size = COMM_MEMO_SIZE
+            hit = keep(self._collective_cache, key, float(result.time_s), size)
+            keep(self._latency_cache, key, float(result.latency_s), size)
+            keep(self._algorithm_cache, key, result.algorithm, size)
         return hit
 
     def concurrent_time(
@@ -280,7 +298,7 @@ class SystemCosts:
         # same 17 sets of data-parallel siblings 168 times in a GPT-3 175B tp16 pp16 plan)
         factor = self._factors.get(gs)
         if factor is None:
-            factor = self._factors[gs] = ring_sharing_factor(self.topology, gs)
+            factor = keep(self._factors, gs, ring_sharing_factor(self.topology, gs), COMM_MEMO_SIZE)
         return self._stretched(op, message_bytes, gs[0], algorithm, base, factor)
 
     def _stretched(
@@ -338,7 +356,7 @@ class SystemCosts:
         gs = tuple(map(tuple, groups))
         factor = self._factors.get(gs)
         if factor is None:
-            factor = self._factors[gs] = ring_sharing_factor(self.topology, gs)
+            factor = keep(self._factors, gs, ring_sharing_factor(self.topology, gs), COMM_MEMO_SIZE)
         return (algorithm, numbers, factor)
 
     def concurrent_keyed(
@@ -364,7 +382,7 @@ class SystemCosts:
             value = self._stretched(op, message_bytes, g0, algorithm, value, factor)
         got = self._algorithm_cache.get((op, message_bytes, g0, algorithm))
         if got is not None and got in BY_GROUP_NUMBERS:
-            self._by_concurrent_key[k] = value
+            keep(self._by_concurrent_key, k, value, COMM_MEMO_SIZE)
         return value
 
     def transfers_time(self, pairs: Sequence[tuple[str, str]], nbytes_each: float) -> float:

@@ -71,3 +71,36 @@ def test_concurrent_time_keeps_the_factor_per_groups(monkeypatch) -> None:
         base = costs.comm.collective(op, nbytes, groups[0]).time_s
         lat = min(max(costs.comm.collective(op, nbytes, groups[0]).latency_s, 0.0), base)
         assert t == lat + (base - lat) * factor
+
+
+def test_bounded_memos_answer_as_unbounded(monkeypatch) -> None:
+    """Memos of one entry (:data:`~perfmodel.parallel.costs.COMM_MEMO_SIZE`,
+    :data:`~perfmodel.parallel.costs.PRICES_SIZE`) drop each entry at the next new key and
+    answer as the shipped bounds: the collective, latency and algorithm memos drop the same
+    key together, so a concurrent collective priced again after another still finds its
+    latency (rev28: a sweep in one process grew them without end)."""
+    import perfmodel.parallel.costs as costs_mod
+
+    topo = load_system("dgx-a100", nodes=4, network="roce-100g", nics_per_node=1)
+    gpus = topo.gpus
+    groups = [tuple(gpus[8 * s + i] for s in range(4)) for i in range(8)]
+    other = [tuple(gpus[8 * s + i] for s in range(2)) for i in range(8)]
+    wl = build_model("gpt", batch_size=1, precision="bf16", layers=2, hidden=256, heads=4)
+    asks = [(groups, 2**20), (other, 2**20), (groups, 3 * 2**24), (groups, 2**20), (other, 2**20)]
+
+    def answers() -> list[object]:
+        costs = SystemCosts(topo, Precision.parse("bf16"))
+        out: list[object] = [costs.concurrent_time(CollectiveOp.ALLREDUCE, n, g) for g, n in asks]
+        for g, n in asks:
+            key = costs.concurrent_key(g)
+            assert key is not None
+            out.append(costs.concurrent_keyed(CollectiveOp.ALLREDUCE, n, g, "auto", key))
+        out += [costs._layer(la) for la in wl.layers + wl.layers]
+        return out
+
+    monkeypatch.setattr(costs_mod, "_SHARED_COMPUTE", [])
+    shipped = answers()
+    monkeypatch.setattr(costs_mod, "_SHARED_COMPUTE", [])
+    monkeypatch.setattr(costs_mod, "COMM_MEMO_SIZE", 1)
+    monkeypatch.setattr(costs_mod, "PRICES_SIZE", 1)
+    assert answers() == shipped
