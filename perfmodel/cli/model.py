@@ -524,14 +524,15 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
 
 def _stage_cut(parsed: Any, plan: Any, recipe: Any, gpu: Any) -> Any:
     """``stage_chunks(workload)``: each of the plan's ``pp`` stages' chunks (``workload`` with
-    each chunk's layers) as predict's lowering cuts them for the workload's micro-batch
-    (:mod:`perfmodel.parallel.lower_shortcuts`: ``pp x v`` chunks, chunk ``k`` on stage
-    ``k % pp``, :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.memory`): the chunks the recipe's stated
-    ``--pipeline-layout`` gives (:func:`~perfmodel.parallel.partition.stated_partition`, its
-    errors predict's), else :func:`~perfmodel.parallel.partition.partition`'s, balanced on
-    predict's layer times on ``gpu`` with the preset's even or uneven rule; ``None`` without
-    pipelining and layout (one stage holds every layer; a one-chunk layout is still cut, so
-    that one not stating the model is refused as predict refuses it)."""
+    each chunk's layers) as predict's lowering cuts and holds them for the workload's
+    micro-batch (:mod:`perfmodel.parallel.lower_shortcuts`: ``pp x v`` chunks, chunk ``k`` on
+    stage ``k % pp``; :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.memory`): the
+    chunks the recipe's stated ``--pipeline-layout`` gives
+    (:func:`~perfmodel.parallel.partition.stated_partition`, its errors predict's), else
+    :func:`~perfmodel.parallel.partition.partition`'s, balanced on predict's layer times on
+    ``gpu`` with the preset's even or uneven rule; ``None`` without pipelining and layout (one
+    stage holds every layer; a one-chunk layout is still cut, so that one not stating the
+    model is refused as predict refuses it)."""
     from dataclasses import replace
 
     from perfmodel.parallel.partition import partition, stated_partition, take_layers
