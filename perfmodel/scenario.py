@@ -326,13 +326,15 @@ def check_keys(
     where: str,
     also_accepted: Iterable[str] = (),
     why: Mapping[str, str] | None = None,
+    refused: Iterable[str] = (),
 ) -> None:
     """Refuse the first of ``keys`` (``-`` read as ``_``) that :meth:`Scenario.from_dict`
-    does not take (a field, ``plan`` or ``microbatch_size``): the error names it, the accepted
-    key closest to it (:func:`difflib.get_close_matches`, as ``perfmodel`` suggests a system or
-    model name), ``why[key]`` where the caller knows why it is not taken, and every accepted
-    key, with ``also_accepted`` (keys the caller reads itself and took out before: ``perfmodel
-    predict``'s file's ``tokens``...).
+    does not take (a field, ``plan`` or ``microbatch_size``) or that is in ``refused`` (keys
+    the caller sets itself: a ``compare --systems`` entry's ``system``): the error names it,
+    the accepted key closest to it (:func:`difflib.get_close_matches`, as ``perfmodel``
+    suggests a system or model name), ``why[key]`` where the caller knows why it is not
+    taken, and every accepted key, with ``also_accepted`` (keys the caller reads itself and
+    took out before: ``perfmodel predict``'s file's ``tokens``...).
 
     Raises
     ------
@@ -341,7 +343,7 @@ def check_keys(
     """
     import difflib
 
-    taken = {*_FIELD_NAMES, "plan", "microbatch_size"}
+    taken = {*_FIELD_NAMES, "plan", "microbatch_size"} - set(refused)
     unknown = sorted({str(k).replace("-", "_") for k in keys} - taken)
     if not unknown:
         return

@@ -298,7 +298,7 @@ def _custom_flags_on_every_entry(args: argparse.Namespace) -> None:
     ConfigError
         Naming the flags, the first entry that is not ``custom`` and the entry form.
     """
-    from perfmodel.search.whatif import parse_systems
+    from perfmodel.search.system_option import parse_systems
     from perfmodel.topology.builders import CUSTOM_ONLY_KEYS
 
     check_custom_only_flags("custom", args)  # an --intra-node that is no link
@@ -546,7 +546,8 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     """``compare --systems A,B --search --gpus N``: the best plan of the job on each system
     (the plan search of ``--system``), side by side, and why the winner wins (issue 25: "is
     NVL72 worth it for this MoE model")."""
-    from perfmodel.search.whatif import option_error, parse_systems, step_residual
+    from perfmodel.search.system_option import option_error, parse_systems
+    from perfmodel.search.whatif import step_residual
 
     base = _base(args)
     base.pop("system", None)
@@ -763,7 +764,8 @@ def _run_whatif(args: argparse.Namespace) -> int:
     Exit 2 when every system failed or no row fits in memory (no option to buy, as the plan
     search exits 2 with no feasible plan); the table is printed first."""
     from perfmodel.search._eval import default_evaluator
-    from perfmodel.search.whatif import format_whatif, hardware_whatif, parse_systems
+    from perfmodel.search.system_option import parse_systems
+    from perfmodel.search.whatif import format_whatif, hardware_whatif
 
     _refuse_plan_flags(args)
     base = _base(args)

@@ -85,7 +85,8 @@ def check_nodes_cap(
     if args.nodes is None or not gpus:
         return
     if systems is None:
-        from perfmodel.search.whatif import catalogue_gpus_per_node, parse_systems
+        from perfmodel.search.system_option import parse_systems
+        from perfmodel.search.whatif import catalogue_gpus_per_node
 
         systems = ((o.label, catalogue_gpus_per_node(o)) for o in parse_systems(args.systems))
     from perfmodel.cli.predict_checks import name_the_flags

@@ -461,10 +461,11 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
     :func:`perfmodel.search.screen.plan_stage_memory`, the screen's and predict's
     ``stage_memory``), as a :class:`~perfmodel.workload.memory.MemoryBreakdown` (the
     communication buffers with the workspace): with pipelining the largest of the ``pp``
-    stages as predict's lowering cuts them (:func:`_stage_cut`: ``--pipeline-layout``'s stages
-    where one is given), with ``pp`` micro-batches per step. ``build`` holds the arguments
-    beyond the model's with which predict builds the rank's workload: the recipe's kernels where not the default, the expert, context
-    and expert-tensor degrees where not 1, 1, 0."""
+    stages, each its chunks as predict's lowering cuts and holds them (:func:`_stage_cut`:
+    ``--pipeline-layout``'s where one is given) beside the whole workload (a stage's share of
+    its buffers), with ``pp`` micro-batches per step. ``build`` holds the arguments beyond the
+    model's with which predict builds the rank's workload: the recipe's kernels where not the
+    default, the expert, context and expert-tensor degrees where not 1, 1, 0."""
     from dataclasses import replace
 
     from perfmodel.pipeline.resolve import plan_for, recipe_on
@@ -485,20 +486,18 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
         build.update(ep=plan1.ep, cp=plan1.cp, etp=plan1.etp)
     costs = _PrecisionCosts(parsed.precision)
 
-    stage_layers = _stage_cut(parsed, plan1, recipe, gpu)
+    stage_chunks = _stage_cut(parsed, plan1, recipe, gpu)
 
     def memory(workload: Any) -> Any:
         plan = replace(plan1, microbatch_size=int(workload.batch_size))
-        stages = [(workload, 0)]
-        if stage_layers is not None:
-            stages = [
-                (replace(workload, layers=layers), s)
-                for s, layers in enumerate(stage_layers(workload))
-            ]
+        # each stage's chunks with the whole workload, as predict's lowering holds them: a
+        # stage's share of the buffers is of the whole model's (a stage read as the whole
+        # workload held all of them: 4.4 kB more weights for a MoE router's bias)
+        chunks: list[Any] = [None] if stage_chunks is None else stage_chunks(workload)
         mem = max(
             (
                 plan_stage_memory(
-                    wl,
+                    workload,
                     plan,
                     recipe,
                     stage=stage,
@@ -506,8 +505,9 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
                     costs=costs,
                     optimizer=parsed.optimizer,
                     capacity_bytes=gpu.memory_bytes,
+                    chunks=cs,
                 )
-                for wl, stage in stages
+                for stage, cs in enumerate(chunks)
             ),
             key=lambda m: m.total_bytes,
         )
@@ -523,14 +523,18 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
 
 
 def _stage_cut(parsed: Any, plan: Any, recipe: Any, gpu: Any) -> Any:
-    """``stage_layers(workload)``: each of the plan's ``pp`` stages' layers as predict's
-    lowering cuts them for the workload's micro-batch (:mod:`perfmodel.parallel.lower_shortcuts`:
-    ``pp x v`` chunks, chunk ``k`` on stage ``k % pp``): the chunks the recipe's stated
-    ``--pipeline-layout`` gives (:func:`~perfmodel.parallel.partition.stated_partition`, its
-    errors predict's), else :func:`~perfmodel.parallel.partition.partition`'s, balanced on
-    predict's layer times on ``gpu`` with the preset's even or uneven rule; ``None`` without
-    pipelining and layout (one stage holds every layer; a one-chunk layout is still cut, so
-    that one not stating the model is refused as predict refuses it)."""
+    """``stage_chunks(workload)``: each of the plan's ``pp`` stages' chunks (``workload`` with
+    each chunk's layers) as predict's lowering cuts and holds them for the workload's
+    micro-batch (:mod:`perfmodel.parallel.lower_shortcuts`: ``pp x v`` chunks, chunk ``k`` on
+    stage ``k % pp``; :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.memory`): the
+    chunks the recipe's stated ``--pipeline-layout`` gives
+    (:func:`~perfmodel.parallel.partition.stated_partition`, its errors predict's), else
+    :func:`~perfmodel.parallel.partition.partition`'s, balanced on predict's layer times on
+    ``gpu`` with the preset's even or uneven rule; ``None`` without pipelining and layout (one
+    stage holds every layer; a one-chunk layout is still cut, so that one not stating the
+    model is refused as predict refuses it)."""
+    from dataclasses import replace
+
     from perfmodel.parallel.partition import partition, stated_partition, take_layers
     from perfmodel.parallel.plan import PipelineSchedule
     from perfmodel.pipeline.inputs import system_costs
@@ -552,12 +556,15 @@ def _stage_cut(parsed: Any, plan: Any, recipe: Any, gpu: Any) -> Any:
         cost = [sum(timing.layer_time(la)) for la in workload.layers]
         return partition(workload, k, cost, allow_uneven=not parsed.preset.even_pipeline_split)
 
-    def stage_layers(workload: Any) -> list[Any]:
+    def stage_chunks(workload: Any) -> list[list[Any]]:
         layers, chunks = workload.layers, chunks_of(workload)
-        ids = [[i for c in range(s, len(chunks), pp) for i in chunks[c]] for s in range(pp)]
-        return [take_layers(layers, i, i == list(range(i[0], i[-1] + 1))) for i in ids]
+        cut = [
+            replace(workload, layers=take_layers(layers, c, c == list(range(c[0], c[-1] + 1))))
+            for c in chunks
+        ]
+        return [cut[s::pp] for s in range(pp)]
 
-    return stage_layers if pp > 1 or layout is not None else None
+    return stage_chunks if pp > 1 or layout is not None else None
 
 
 def _plan_shown(args: argparse.Namespace) -> bool:

@@ -7,7 +7,8 @@ so the layer can be tested and benchmarked with cheaper evaluators and run in wo
 - :mod:`~perfmodel.search.plans`: enumerate valid DP/TP/PP/micro-batch/schedule/ZeRO/recompute plans.
 - :mod:`~perfmodel.search.compare`: rank plans with the analytic fast path, confirm the top with
   the simulation, report Kendall's tau between the two.
-- :mod:`~perfmodel.search.whatif` and :mod:`~perfmodel.search.cost`: systems x GPU counts, cost
+- :mod:`~perfmodel.search.whatif`, :mod:`~perfmodel.search.system_option` and
+  :mod:`~perfmodel.search.cost`: systems (their options) x GPU counts, cost
   per epoch and run, cheapest option for a deadline.
 - :mod:`~perfmodel.search.tta`: McCandlish et al. (2018) statistical efficiency, fitting, time to
   accuracy.
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
     from perfmodel.search.cost import Pricing
     from perfmodel.search.plans import ModelShape, SearchSpace, enumerate_plans
     from perfmodel.search.sweep import SweepSpec, run_sweep
+    from perfmodel.search.system_option import SystemOption
     from perfmodel.search.tta import StatisticalEfficiency, TTAFit, fit_time_to_accuracy
-    from perfmodel.search.whatif import SystemOption, WhatIfResult, hardware_whatif
+    from perfmodel.search.whatif import WhatIfResult, hardware_whatif
 
 # submodule -> the names it exports, imported on first use (the package's one list of them at
 # run time; issue 14, cold start: predict imports none of them)
@@ -39,6 +41,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "plans": ("ModelShape", "SearchSpace", "enumerate_plans"),
         "sweep": ("SweepSpec", "run_sweep"),
         "tta": ("StatisticalEfficiency", "TTAFit", "fit_time_to_accuracy"),
-        "whatif": ("SystemOption", "WhatIfResult", "hardware_whatif"),
+        "system_option": ("SystemOption",),
+        "whatif": ("WhatIfResult", "hardware_whatif"),
     },
 )

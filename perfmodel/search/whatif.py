@@ -23,14 +23,15 @@ the run-time range straddles is marked ``~``.
 
 A system option is ``NAME[:key=value[:key=value...]]`` where the keys are scenario keys
 (``network``, ``nics_per_node``, ``gpu``, ``fabric_topology``, ...), e.g.
-``dgx1-v100:network=eth-100g`` versus ``dgx1-v100:network=ib-edr``.
+``dgx1-v100:network=eth-100g`` versus ``dgx1-v100:network=ib-edr``
+(:mod:`perfmodel.search.system_option`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from perfmodel import units
@@ -46,82 +47,8 @@ from perfmodel.intervals.wording import (
 from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
-
-_INT_KEYS = {"nics_per_node", "gpus_per_node"}
-#: Keys the what-if sets per point (``nodes = ceil(gpus / gpus_per_node)``): refused in an option
-#: (``dgx1-v100:nodes=0`` was accepted and ignored; issue 28, item 11).
-_PER_POINT_KEYS = {"nodes", "gpus"}
-_FLOAT_KEYS = {"oversubscription"}
-
-
-@dataclass(frozen=True)
-class SystemOption:
-    """One hardware option: a catalogue system plus scenario overrides."""
-
-    label: str
-    system: str
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, text: str, *, where: str = "--systems") -> SystemOption:
-        """Parse ``NAME[:key=value...]``.
-
-        >>> SystemOption.parse("dgx1-v100:network=ib-edr:nics_per_node=4").overrides
-        {'network': 'ib-edr', 'nics_per_node': 4}
-        """
-        parts = [p.strip() for p in str(text).split(":")]
-        if not parts[0]:
-            raise ConfigError(f"{where}: empty system name in {text!r}", value=text, where=where)
-        over: dict[str, Any] = {}
-        for item in parts[1:]:
-            if "=" not in item:
-                raise ConfigError(
-                    f"{where}: {item!r} in {text!r} is not key=value", value=item, where=where
-                )
-            k, v = (s.strip() for s in item.split("=", 1))
-            k = k.replace("-", "_")
-            if k in _PER_POINT_KEYS:
-                raise ConfigError(
-                    f"{where}: {k}={v!r} in {text!r}: the what-if sets {k} for every GPU count "
-                    "of --gpus (servers = ceil(GPUs / GPUs per server)); give --gpus instead",
-                    value=item,
-                    where=where,
-                )
-            try:
-                over[k] = int(v) if k in _INT_KEYS else float(v) if k in _FLOAT_KEYS else v
-            except ValueError as exc:
-                raise ConfigError(
-                    f"{where}: {k}={v!r} is not a number", value=v, where=where
-                ) from exc
-            if k in _INT_KEYS and over[k] < 1:
-                raise ConfigError(
-                    f"{where}: {k}={v!r} in {text!r} must be a positive integer",
-                    value=v,
-                    where=where,
-                )
-            if k in _FLOAT_KEYS and not (math.isfinite(over[k]) and over[k] >= 1):
-                raise ConfigError(
-                    f"{where}: {k}={v!r} in {text!r} must be a finite number >= 1",
-                    value=v,
-                    where=where,
-                )
-        from perfmodel.topology.builders import check_custom_only
-
-        label = str(text).strip()
-        check_custom_only(parts[0], over, form="entry", where=label)
-        return cls(label=label, system=parts[0], overrides=over)
-
-
-def parse_systems(text: str, *, where: str = "--systems") -> list[SystemOption]:
-    """Comma-separated list of :meth:`SystemOption.parse` items."""
-    opts = [SystemOption.parse(t, where=where) for t in str(text).split(",") if t.strip()]
-    if not opts:
-        raise ConfigError(f"{where}: no systems given", value=text, where=where)
-    labels = [o.label for o in opts]
-    if len(set(labels)) != len(labels):
-        raise ConfigError(f"{where}: a system is listed twice in {text!r}", value=text, where=where)
-    return opts
-
+from perfmodel.search.system_option import SystemOption, option_error
+from perfmodel.search.system_option import parse_systems as parse_systems  # its old home
 
 #: Scenario keys of an option's overrides that shape its hardware (what ``topology_of`` reads)
 _HARDWARE_KEYS = frozenset({*HARDWARE_FIELDS, "calibration"} - {"system", "nodes", "nccl"})
@@ -138,21 +65,6 @@ def catalogue_gpus_per_node(option: SystemOption) -> int:
         return topology_of(sc).gpus_per_node
     except ConfigError as exc:
         raise option_error(option, exc) from exc
-
-
-def option_error(option: SystemOption, exc: ConfigError) -> ConfigError:
-    """``exc`` (raised building ``option``'s system) as the ``--systems`` entry's error: a
-    ``--flag`` it names becomes the entry's key (``--gpus-per-node`` -> ``gpus_per_node``),
-    where the option sets system keys as ``NAME:key=value`` (audit15 item 16: ``compare --systems
-    custom:gpu=...`` said ``--system custom needs --gpus-per-node``)."""
-    msg = exc.args[0] if exc.args else str(exc)
-    flag = exc.where if isinstance(exc.where, str) and exc.where.startswith("--") else None
-    if flag is not None:
-        key = flag[2:].replace("-", "_")
-        msg = msg.replace(flag, key).replace("--system ", "system ")
-        if key not in option.overrides:
-            msg += f" (in the entry: {option.label}:{key}=...)"
-    return type(exc)(f"--systems entry {option.label!r}: {msg}", value=exc.value, where="--systems")
 
 
 def catalogue_gpu_spec(option: SystemOption) -> Any:

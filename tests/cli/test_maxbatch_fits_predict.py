@@ -83,6 +83,10 @@ PLAN_CASES = [
     # even split of round(12 / 5) blocks named 83, which predict sizes at 188.7 GiB; the split
     # of micro-batch 1's times named 54 (123.6 GiB); the split of each size's own times, 34
     ("gpt2", "A100-SXM4-80GB", "dgx-a100", 1, "torchtitan", "pp5", 5, 5),
+    # batch-norm running statistics (buffers) split over the stages by their norms' parameters
+    # of the whole model: maxbatch read each stage as the whole workload, so a stage held all
+    # of them (user24: 190 kB over predict's total)
+    ("resnet50", "A100-SXM4-80GB", "dgx-a100", 1, "pytorch-ddp", "pp2", 2, 2),
 ]
 
 
