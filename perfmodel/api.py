@@ -75,8 +75,10 @@ def predict(
     memory is reported with ``fits_in_memory=False`` (not raised). Its ``defaults`` names every
     choice made for the caller, first the ``system`` and ``model`` a scenario built in code
     left out (``"system dgx1-v100 (default)"``; the CLI refuses to run without them), then the
-    software preset, precision and optimizer it left out, in the CLI header's words
-    (``"precision fp32 (default)"``; :func:`perfmodel.scenario.unstated_defaults`). Its 80%
+    software preset, precision and optimizer it left out, in the CLI header's words with the
+    Scenario field for the flag (``"precision fp32 (default)"``, ``"software pytorch-ddp
+    (default preset; Scenario(software=...) to choose)"``;
+    :func:`perfmodel.scenario.unstated_defaults`). Its 80%
     range (``predict``'s ``80% range`` lines) is ``report.interval()`` (:meth:`StepReport.interval
     <perfmodel.report.step.StepReport.interval>`), computed only when asked for.
 

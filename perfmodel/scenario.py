@@ -253,41 +253,54 @@ JOB_SETTINGS = ("software", "precision", "optimizer")
 _STATED_DEFAULTS = ("system", "model", *JOB_SETTINGS)
 
 
-def setting_words(key: str, value: str, stated: bool) -> str:
+#: What chooses the software preset, in the words of each face (:func:`setting_words`): the
+#: command line's flag, the Python API's :class:`Scenario` field.
+SOFTWARE_CHOOSER = {"cli": "--software", "api": "Scenario(software=...)"}
+
+
+def setting_words(key: str, value: str, stated: bool, *, face: str = "cli") -> str:
     """A job setting (one of :data:`JOB_SETTINGS`) as a header names it: ``value`` when
     ``stated``, else marked ``"(default)"``, the software preset (the framework whose plans
-    run) also with the flag that chooses it (issue 28, item 6). The one wording of the CLI
-    headers and the API's ``defaults`` (:func:`unstated_defaults`).
+    run) also with what chooses it (issue 28, item 6) on the ``face`` that speaks
+    (:data:`SOFTWARE_CHOOSER`: ``"cli"`` the flag, ``"api"`` the Scenario field; rev29 item 3:
+    the API told its caller to use ``--software``). The one wording of the CLI headers and the
+    API's ``defaults`` (:func:`unstated_defaults`).
 
     >>> setting_words("precision", "fp32", False), setting_words("software", "fsdp", True)
     ('fp32 (default)', 'fsdp')
     >>> setting_words("software", "pytorch-ddp", False)
     'pytorch-ddp (default preset; --software to choose)'
+    >>> setting_words("software", "pytorch-ddp", False, face="api")
+    'pytorch-ddp (default preset; Scenario(software=...) to choose)'
     """
     if stated:
         return value
-    return f"{value} (default{' preset; --software to choose' if key == 'software' else ''})"
+    if key != "software":
+        return f"{value} (default)"
+    return f"{value} (default preset; {SOFTWARE_CHOOSER[face]} to choose)"
 
 
-def unstated_defaults(sc: Scenario) -> tuple[str, ...]:
-    """The defaults ``sc`` took because its caller named none, in the CLI header's words
-    (:func:`setting_words`), each after its key: the fields the CLI always asks for
-    (``system``, ``model``; always given from the command line or a scenario file), then the
-    software preset, precision and optimizer the CLI header marks (user23 item 2: the API
-    named only the first two). ``()`` when all were given.
+def unstated_defaults(sc: Scenario, *, face: str = "api") -> tuple[str, ...]:
+    """The defaults ``sc`` took because its caller named none, in the header's words
+    (:func:`setting_words`) of ``face`` (the API's report by default; ``"cli"``: ``perfmodel
+    predict --json``), each after its key: the fields the CLI always asks for (``system``,
+    ``model``; always given from the command line or a scenario file), then the software
+    preset, precision and optimizer the CLI header marks (user23 item 2: the API named only
+    the first two). ``()`` when all were given.
 
     >>> unstated_defaults(Scenario(model="gpt2", precision="bf16", optimizer="adam"))
-    ('system dgx1-v100 (default)', 'software pytorch-ddp (default preset; --software to choose)')
+    ('system dgx1-v100 (default)', 'software pytorch-ddp (default preset; Scenario(software=...) to choose)')
     """
     return tuple(
-        f"{name} {setting_words(name, str(getattr(sc, name)), False)}"
+        f"{name} {setting_words(name, str(getattr(sc, name)), False, face=face)}"
         for name in _STATED_DEFAULTS
         if type(getattr(sc, name)) is _Default
     )
 
 
 def job_defaults(sc: Scenario) -> frozenset[str]:
-    """The entries of :func:`unstated_defaults` that a job header states itself (the
+    """The entries of :func:`unstated_defaults` (the API's words, as a report's ``defaults``
+    holds them) that a job header states itself (the
     :data:`JOB_SETTINGS` marked ``(default)``): ``perfmodel predict`` leaves them out of its
     ``default`` lines below the header (``--json`` keeps them: it has no header)."""
     return frozenset(d for d in unstated_defaults(sc) if d.split(" ", 1)[0] in JOB_SETTINGS)

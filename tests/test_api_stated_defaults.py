@@ -32,12 +32,15 @@ def test_api_states_the_software_precision_and_optimizer_it_took() -> None:
     words = job_settings("pytorch-ddp", "fp32", "sgd", frozenset())
     software = "pytorch-ddp (default preset; --software to choose)"
     assert words == [software, "fp32 (default)", "sgd (default)"]
+    api = "pytorch-ddp (default preset; Scenario(software=...) to choose)"  # rev29 item 3
     assert r.defaults[:3] == tuple(
-        f"{k} {w}" for k, w in zip(("software", "precision", "optimizer"), words, strict=True)
+        f"{k} {w}"
+        for k, w in zip(("software", "precision", "optimizer"), [api, *words[1:]], strict=True)
     )
     assert "default         optimizer sgd (default)" in r.format_table()
     only = predict(replace(sc, precision="fp32", optimizer="adam"), baseline=False)
-    assert only.defaults[0] == "software pytorch-ddp (default preset; --software to choose)"
+    assert only.defaults[0] == f"software {api}"
+    assert "--software" not in " ".join(only.defaults)  # an API caller has no flags
     assert not any(d.startswith(("precision", "optimizer")) for d in only.defaults)
     stated = replace(sc, software="pytorch-ddp", precision="fp32", optimizer="sgd")
     assert stated.content_hash() == sc.content_hash()  # the same question, nothing defaulted
@@ -47,7 +50,8 @@ def test_api_states_the_software_precision_and_optimizer_it_took() -> None:
 
 def test_cli_states_them_once(capsys: pytest.CaptureFixture[str]) -> None:
     """The CLI's header marks them; its text does not repeat them as ``default`` lines, its
-    ``--json`` (no header) lists them as the API does."""
+    ``--json`` (no header) lists them as the API does, in the flags' words (the API names the
+    Scenario field: rev29 item 3)."""
     argv = ["predict", "--system", "dgx-a100", "--model", "gpt2", "--batch-per-gpu", "8"]
     argv += ["--fidelity", "analytic", "--precision", "bf16", "--interval", "off"]
     assert main(argv) == 0
@@ -60,6 +64,9 @@ def test_cli_states_them_once(capsys: pytest.CaptureFixture[str]) -> None:
         "software pytorch-ddp (default preset; --software to choose)",
         "optimizer sgd (default)",
     ]
+    assert main([*argv, "--gpus", "4,8", "--json"]) == 0  # a curve's rows alike
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["defaults"][0] for r in rows] == [d["defaults"][0]] * 2
 
 
 def test_stating_the_default_value_states_no_default() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from perfmodel.cli._common import attention_kind
-from perfmodel.scenario import JOB_SETTINGS, job_defaults, setting_words
+from perfmodel.scenario import JOB_SETTINGS, job_defaults, setting_words, unstated_defaults
 
 
 def job_settings(
@@ -37,6 +37,14 @@ def job_settings(
     if software_text is not None:
         words[JOB_SETTINGS.index("software")] = software_text
     return words
+
+
+def cli_defaults(defaults: list[str], sc: Any) -> list[str]:
+    """A report's ``defaults`` (the API's words) as ``perfmodel predict --json`` states them:
+    the software preset's chooser named as the flag, ``--software``
+    (:func:`perfmodel.scenario.setting_words`, rev29 item 3)."""
+    swap = dict(zip(unstated_defaults(sc), unstated_defaults(sc, face="cli"), strict=True))
+    return [swap.get(d, d) for d in defaults]
 
 
 def below_header(report: Any, sc: Any) -> Any:

@@ -46,7 +46,13 @@ from perfmodel.cli._common import (
     print_json,
     system_flags,
 )
-from perfmodel.cli.headers import below_header, hardware_fields, hardware_line, predict_header
+from perfmodel.cli.headers import (
+    below_header,
+    cli_defaults,
+    hardware_fields,
+    hardware_line,
+    predict_header,
+)
 from perfmodel.cli.predict_file import RunKey, file_only_keys, take_file_keys, where_given
 from perfmodel.errors import ConfigError
 
@@ -518,6 +524,7 @@ def _run_curve(
     if args.json:
         rows = [r.to_dict() for r in reports]
         for row, r in zip(rows, reports, strict=True):  # as one prediction's (docs/predict.md)
+            row["defaults"] = cli_defaults(row["defaults"], sc)
             if r.device != "CPU":  # on the row's servers (predict_curve adds them)
                 on = dataclasses.replace(sc, nodes=int(r.scenario.get("nodes", sc.nodes)))
                 row["hardware"] = hardware_fields(on, r.num_gpus)
@@ -635,6 +642,7 @@ def _run_one(args: argparse.Namespace, sc: Any, pricing: Any, given: frozenset[s
     hw = None if report.device == "CPU" else hardware_fields(sc, report.num_gpus)
     if args.json:
         out = report.to_dict()
+        out["defaults"] = cli_defaults(out["defaults"], sc)  # the flags' words
         if hw is not None:
             out["hardware"] = hw
         if getattr(args, "explain", False):

@@ -170,7 +170,8 @@ def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str])
     ``key=value`` of :data:`_STATED_KEYS` in its text ``--key value``. A key the file set keeps
     its name (:func:`name_the_file` then names the file), and the stated keys given as flags
     in its text are still named as flags (rev27b item 5: a file's ``gpus = 20`` with
-    ``--nodes 2`` said "use nodes=3")."""
+    ``--nodes 2`` said "use nodes=3"), and a key the file set, stated in a flag's error, is
+    followed by the file (``nodes=1 (s1.toml)``, as a file key's error names it; rev29 item 2)."""
     where = exc.where if isinstance(exc.where, str) else ""
     key = where.removeprefix("scenario.")
     if where.startswith("-") or key not in {*flag_keys, "gpus"}:
@@ -183,6 +184,10 @@ def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str])
     msg = str(exc.args[0]) if exc.args else ""
     for k in flagged:
         msg = re.sub(rf"(?<![\w*.<>-]){k}=(?=\d)", f"--{k} ", msg)
+    path = getattr(args, "scenario", None)
+    if path and key not in from_file:  # a flag's error stating a file's key names the file
+        for k in sorted(from_file & set(_STATED_KEYS)):
+            msg = re.sub(rf"(?<![\w*.<>-])({k}=\d+)", rf"\1 ({path})", msg, count=1)
     exc.args = (msg, *exc.args[1:])
     if key not in from_file:
         exc.where = "--" + key.replace("_", "-")

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NCCL_LOG = ROOT / "tests" / "fixtures" / "nccl" / "a3mega-h100-2node-all_reduce.txt"
 
 SPEC = (
-    '[base]\nmodel = "resnet50"\nsystem = "dgx1-v100"\nfidelity = "analytic"\n[axes]\ngpus = [1]\n'
+    '[base]\nmodel = "resnet50"\nsystem = "dgx1-v100"\nfidelity = "analytic"\nbatch_per_gpu = 8\n'
+    "[axes]\ngpus = [1]\n"
 )
 
 

@@ -306,7 +306,9 @@ def test_garbage_file_exits_2_and_stays_unchanged(
     f = d / f"in{case[1]}"
     f.write_bytes(blob)
     spec = d / "spec.toml"
-    spec.write_text('[base]\nmodel = "resnet50"\nfidelity = "analytic"\n[axes]\ngpus = [1]\n')
+    spec.write_text(
+        '[base]\nmodel = "resnet50"\nfidelity = "analytic"\nbatch_per_gpu = 8\n[axes]\ngpus = [1]\n'
+    )
     argv = case[0].format(f=f, out=d / "out", spec=spec).split()
     err = io.StringIO()
     import contextlib

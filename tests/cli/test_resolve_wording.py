@@ -95,3 +95,16 @@ def test_cli_names_each_key_in_its_own_origins_form(
     err = refused(capsys, ["predict", str(f), "--nodes", "2"])
     assert f"{f}: gpus=20 but system dgx-a100 with --nodes 2 has 16 GPUs" in err
     assert "use --nodes 3, or at most gpus=16" in err and "--gpus" not in err
+
+
+@pytest.mark.parametrize("gpus", ["16", "8,16"])
+def test_a_flags_error_names_the_file_of_a_file_key(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, gpus: str
+) -> None:
+    """rev29 item 2: ``predict s1.toml --gpus 8,16`` (the file sets ``nodes = 1``) said
+    "with nodes=1" without the file, as no other file key's error does."""
+    f = tmp_path / "s1.toml"
+    f.write_text('system = "dgx-h100"\nnodes = 1\nmodel = "resnet50"\nbatch_per_gpu = 8\n')
+    err = refused(capsys, ["predict", str(f), "--gpus", gpus])
+    assert f"--gpus 16 but system dgx-h100 with nodes=1 ({f}) has 8 GPUs" in err
+    assert "use nodes=2, or at most --gpus 8" in err

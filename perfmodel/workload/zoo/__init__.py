@@ -77,6 +77,30 @@ class ModelInfo:
             out[pname] = self.defaults.get(pname, p.default)
         return out
 
+    def check_arguments(self, keys: Sequence[str], *, where: str = "") -> None:
+        """Refuse the first of ``keys`` that is not one of :meth:`arguments`: the error names
+        the model, the key, the closest accepted argument (:func:`difflib.get_close_matches`,
+        as a model or system name is suggested) and every accepted one. ``where``
+        (``"grid.toml: [axes] model_args.hiden: "``) is put before the message.
+
+        Raises
+        ------
+        ConfigError
+            ``value`` the key, ``where`` the key (or ``where`` when given).
+        """
+        accepted = self.arguments()
+        for key in keys:
+            if key in accepted:
+                continue
+            close = difflib.get_close_matches(str(key), sorted(accepted), n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+            raise ConfigError(
+                f"{where}model {self.name} has no argument {key!r}{hint}; it accepts "
+                f"{', '.join(sorted(accepted)) or 'none'}",
+                value=key,
+                where=where.rstrip(": ") or key,
+            )
+
 
 @lru_cache(maxsize=128)
 def _parameters(builder: Callable[..., Any]) -> tuple[tuple[str, inspect.Parameter], ...]:
@@ -516,14 +540,9 @@ def build_model(
     kwargs: dict[str, Any] = {k: v for k, v in info.defaults.items() if k != "depth"}
     if "depth" in info.defaults:
         kwargs["depth"] = info.defaults["depth"]
+    if not accepted.keys() >= model_args.keys():
+        info.check_arguments(list(model_args))
     for key, value in model_args.items():
-        if key not in accepted:
-            raise ConfigError(
-                f"model {info.name} has no argument {key!r}; it accepts "
-                f"{', '.join(sorted(accepted)) or 'none'}",
-                value=key,
-                where=key,
-            )
         v = _coerce(value, accepted[key], key)
         _check_count(key, v, accepted[key])
         kwargs["depth" if key == "layers" and "layers" not in _params(info) else key] = v
