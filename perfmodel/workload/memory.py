@@ -402,7 +402,9 @@ def full_recompute_bytes(layers: Iterable[LayerCost], precision: Precision) -> t
     """``(kept, working)`` activation bytes of one micro-batch under full recomputation.
 
     ``kept``: each block's input tensor (the output of the layer before the block, at the
-    activation element size) plus every layer outside blocks, held from forward to backward.
+    activation element size; for the first block the embedding's, ``s/t x b x h`` under sequence
+    parallelism as every later block's, :func:`perfmodel.workload.zoo.transformer.
+    scatter_embedding_output`) plus every layer outside blocks, held from forward to backward.
     ``working``: the largest block's own activations, live again only while that block is
     recomputed for its backward; one micro-batch is recomputed at a time, so a pipeline stage
     holds ``in_flight x kept + working`` (Korthikanti et al. 2022, section 4.1: full

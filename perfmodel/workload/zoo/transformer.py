@@ -461,6 +461,22 @@ def _embeddings(
         net.embedding("embed.token_types", b, s, token_types, h)
 
 
+def scatter_embedding_output(net: Net, b: int, s: int, h: int) -> None:
+    """Give the embedding section's last layer the output a rank holds, ``(b, s / seq_shard,
+    h)``: under sequence parallelism Megatron-Core scatters the embeddings over the
+    tensor-parallel ranks before the first block (``LanguageModelEmbedding.forward``: the word
+    embedding's reduce-scatter when there is no position or token-type table, else
+    ``tensor_parallel.scatter_to_sequence_parallel_region`` after the sum, then a clone that
+    frees the full tensor and the dropout on the ``s / t`` rows; NVIDIA/Megatron-LM
+    ``megatron/core/models/common/embeddings/language_model_embedding.py``, commit
+    d98e8a64). The first block's input, which full recomputation keeps per micro-batch
+    (:func:`perfmodel.workload.memory.full_recompute_bytes` reads it from this shape), is then
+    ``s b h / t`` elements as every later block's; without sequence parallelism nothing
+    changes."""
+    if net.seq_shard > 1:
+        net.layers[-1] = replace(net.layers[-1], output_shape=(b, s // net.seq_shard, h))
+
+
 def _lm_head_and_loss(
     net: Net,
     cfg: TransformerConfig,
@@ -613,6 +629,7 @@ def gpt(
     _embeddings(net, cfg, b, s, positions=positions)
     if dropout:
         net.dropout("embed.dropout", (b, s, hidden), shard=net.seq_shard)
+    scatter_embedding_output(net, b, s, hidden)
     _stack(net, cfg, b, s)
     decoder_head(net, cfg, b, s, tied=tied_embeddings)
     return cfg
@@ -647,6 +664,7 @@ def layered_decoder(
     the :mod:`~perfmodel.workload.zoo.frontier` builders. Returns ``cfg``."""
     b, s = net.batch_size, net.local_seq(cfg.seq_len)
     _embeddings(net, cfg, b, s, positions=0)
+    scatter_embedding_output(net, b, s, cfg.hidden)
     for i in range(cfg.layers):
         layer_cfg, attention, mlp = layer(i)
         transformer_layer(net, layer_cfg, b, s, f"layer{i}", attention=attention, mlp=mlp)
