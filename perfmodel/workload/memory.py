@@ -450,15 +450,23 @@ def first_block_input_elements(pieces: Sequence[tuple[Sequence[LayerCost], int]]
     """Elements of the input of the first block of ``pieces`` (:func:`layer_runs`) when they
     begin with a pre-norm block (its first layer a norm), else 0: where the layer before the
     first block is in the chunk, :func:`full_recompute_bytes` counts its output as the block's
-    input.
+    input. This is what the previous pipeline chunk sends
+    (:attr:`perfmodel.parallel.lowering.Chunk.out_bytes`, its last block's output).
 
-    The input is not among the layers: a pre-norm residual block (every zoo transformer's
-    ``ln1 ... residual2``; a pre-activation ResNet's) maps the residual stream to itself, so it
-    is taken with the shape of the block's output (its last layer's), which is also what the
-    previous pipeline chunk sends (:attr:`perfmodel.parallel.lowering.Chunk.out_bytes`, its
-    last block's output; ``s/tp x b x h`` under sequence parallelism). Other blocks (a CNN's
-    convolution first, whose input is the model's input batch or differs from its output;
-    post-norm BERT) are not guessed: 0, as before session 18.
+    The input is not among the layers, so it is read from the block:
+
+    * a batch norm first (a pre-activation ResNet's ``preact_bn``, a 4-D ``(N, C, H, W)``
+      output): batch normalisation maps its input shape to itself, so the input has the norm's
+      output shape. The block's output need not: a pre-activation bottleneck that opens a stage
+      (``0_conv`` shortcut) widens the channels, one that ends a stage (stride 2) halves the
+      spatial size (7 of resnet50v2's 16 blocks change shape);
+    * a layer or RMS norm first (every zoo transformer's ``ln1 ... residual2``): the block maps
+      the residual stream to itself, so the input has the shape of the block's last layer
+      output, ``s/tp x b x h`` under sequence parallelism (the norm's own shape is the full
+      sequence there, so it is not used).
+
+    Other blocks (a CNN's convolution first, whose input is the model's input batch or differs
+    from its output; post-norm BERT) are not guessed: 0, as before session 18.
 
     >>> from perfmodel.workload import build_model
     >>> w = build_model("gpt", batch_size=1, hidden=64, layers=2, heads=4, vocab=100, seq_len=8)
@@ -474,6 +482,8 @@ def first_block_input_elements(pieces: Sequence[tuple[Sequence[LayerCost], int]]
             if first is None:
                 if la.block is None or la.kind is not LayerKind.NORM:
                     return 0
+                if len(la.output_shape) == 4:  # batch norm over (N, C, H, W): input shape
+                    return numel(la.output_shape)
                 first = la.block
             elif la.block != first:
                 return numel(out)
