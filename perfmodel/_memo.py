@@ -76,9 +76,9 @@ class BoundedMemo(Generic[K, V]):
 
     def put(self, key: K, value: V) -> None:
         """Keep ``value`` under ``key`` (hashable), the oldest entries dropped first where a
-        new key finds the memo full (a quarter of them at once, :func:`keep`): what :meth:`get` keeps on a miss (it calls this), for callers
-        that read :attr:`entries` themselves and decide afterwards whether to keep what they
-        made.
+        new key finds the memo full (a quarter of them at once, :func:`keep`): what
+        :meth:`get` keeps on a miss (it calls this), for callers that read :attr:`entries`
+        themselves and decide afterwards whether to keep what they made.
 
         >>> memo = BoundedMemo[str, int](2)
         >>> memo.put("a", 1); memo.put("b", 2); memo.put("a", 3); memo.put("c", 4)

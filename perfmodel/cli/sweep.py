@@ -203,6 +203,14 @@ def check_sub_key(spec: Any, name: str, *, where: str) -> None:
 
     top, sub = name.split(".")[:2]
     top = top.replace("-", "_")
+    held = {k.replace("-", "_"): v for k, v in spec.base.items()}.get(top)
+    if top in TABLE_KEYS and held is not None and not isinstance(held, Mapping):
+        raise ConfigError(
+            f"{where}[base] {top} = {held!r} is not a table, so the axis would replace it "
+            f"(rev30): write [base.{top}] as a table (plan: tp = 2, pp = 4)",
+            value=held,
+            where=where.rstrip(": "),
+        )
     if top == "model_args":
         for model in grid_models(spec):
             model.check_arguments([sub], where=where)
@@ -228,7 +236,8 @@ def check_sub_key(spec: Any, name: str, *, where: str) -> None:
 def grid_models(spec: Any) -> list[Any]:
     """The zoo entries (:class:`perfmodel.workload.zoo.ModelInfo`) of the models the grid's rows
     build: the values of a ``model`` axis, else ``[base]``'s model, else the scenario's
-    default; a name that is no zoo model is left to :func:`perfmodel.search.sweep_check.check_spec`."""
+    default; a name that is no zoo model is left to
+    :func:`perfmodel.search.sweep_check.check_spec`."""
     from perfmodel.errors import PerfModelError
     from perfmodel.scenario import Scenario
     from perfmodel.workload.zoo import get_model_info

@@ -117,6 +117,12 @@ def test_a_zip_typo_is_refused_before_any_work(
         ),
         ({"gpus": 8}, {"plan.tq": [1, 2]}, None, "[axes] plan.tq: unknown key 'tq'"),
         (
+            {"gpus": 8, "plan": "tp=2"},
+            {"plan.pp": [1, 2]},
+            None,
+            "[axes] plan.pp: [base] plan = 'tp=2' is not a table, so the axis would replace it",
+        ),
+        (
             {"model_args.hidden": 512},
             None,
             None,
