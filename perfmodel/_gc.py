@@ -65,7 +65,7 @@ def raise_young(young: int) -> tuple[int, ...] | None:
     """Raise the young-generation collection threshold to ``young``, unless it is already higher
     or 0 (collection disabled); return the setting it replaced, or ``None`` when it left it as it
     was. The one rule :func:`fewer_collections` and compare's worker initializer
-    (:func:`perfmodel.search.compare._worker_collections`) share."""
+    (:class:`perfmodel.search.compare._IsolatedRunner`'s pool initializer) share."""
     old = gc.get_threshold()
     if 0 < old[0] < young:
         gc.set_threshold(young, *old[1:])

@@ -458,7 +458,7 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
     (:func:`_maxbatch_fields`; the plan :func:`perfmodel.pipeline.resolve.plan_for` derives
     from them and the software preset: its ZeRO/FSDP, sequence parallelism and recipe) with
     the workload's batch as the micro-batch (the accounting
-    :func:`perfmodel.search.screen.plan_stage_memory`, the screen's and predict's
+    :func:`perfmodel.search.screen_memory.plan_stage_memory`, the screen's and predict's
     ``stage_memory``), as a :class:`~perfmodel.workload.memory.MemoryBreakdown` (the
     communication buffers with the workspace): with pipelining the largest of the ``pp``
     stages, each its chunks as predict's lowering cuts and holds them (:func:`_stage_cut`:
@@ -471,7 +471,7 @@ def _predict_memory(args: argparse.Namespace, gpu: Any) -> tuple[Any, Any, Any, 
     from perfmodel.pipeline.resolve import plan_for, recipe_on
     from perfmodel.scenario import Scenario
     from perfmodel.scenario_parse import parse_scenario
-    from perfmodel.search.screen import plan_stage_memory
+    from perfmodel.search.screen_memory import plan_stage_memory
     from perfmodel.workload.kernels import DEFAULT_KERNELS
     from perfmodel.workload.memory import MemoryBreakdown
 

@@ -151,16 +151,13 @@ def check_curve_nodes(sc: Any, counts: Iterable[int]) -> None:
         The first count above the servers' GPUs, in predict's words
         (:func:`perfmodel.pipeline.resolve.gpus_beyond_nodes`, ``where="gpus"``).
     """
-    from dataclasses import replace
-
     from perfmodel.api import topology_of
     from perfmodel.pipeline.resolve import gpus_beyond_nodes
 
-    have = topology_of(sc).num_gpus
-    over = [g for g in counts if g > have]
+    topo = topology_of(sc)
+    over = [g for g in counts if g > topo.num_gpus]
     if over:
-        per = topology_of(replace(sc, nodes=1)).gpus_per_node
-        raise gpus_beyond_nodes(over[0], have, per, sc.system, sc.nodes)
+        raise gpus_beyond_nodes(over[0], topo.num_gpus, topo.gpus_per_node, sc.system, sc.nodes)
 
 
 def name_the_flags(exc: Any, args: argparse.Namespace, flag_keys: Iterable[str]) -> None:

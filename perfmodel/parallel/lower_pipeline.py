@@ -46,7 +46,12 @@ from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.recipe import Sharding
-from perfmodel.parallel.schedule import check_interleaved, stage_ops, stage_peak_in_flight
+from perfmodel.parallel.schedule import (
+    check_interleaved,
+    round_robin,
+    stage_ops,
+    stage_peak_in_flight,
+)
 from perfmodel.parallel.software_preset import SoftwarePreset
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
 from perfmodel.parallel.stage_shift import StageShift
@@ -674,8 +679,6 @@ class PipelineLowering(
         if self.op_tasks and self.PLAIN_LOOP:
             self.run_plain_schedule()
             return
-        from perfmodel.parallel.schedule import round_robin  # the speed doors' driver too
-
         P, K, ops = self.P, self.K, self.ops
         f_out, b_out, forward, backward = self.f_out, self.b_out, self.forward, self.backward
         pos = [0] * P

@@ -62,6 +62,7 @@ from perfmodel.parallel.taskgraph import (
     _new_task,
     _OpTaskTwin,
     _OverTaskTwin,
+    clean_two,
 )
 
 _COMPUTE = TaskKind.COMPUTE
@@ -566,12 +567,8 @@ class OperationReplay:
                         d = f_done[(mb, k)]
                     if fwd and k == 0:
                         deps: tuple[int, ...] = (a,) if a >= 0 else ()
-                    elif a < 0:
-                        deps = (d,) if d >= 0 else ()
-                    elif d < 0 or d == a:
-                        deps = (a,)
                     else:
-                        deps = (a, d) if a < d else (d, a)
+                        deps = clean_two(a, d)
                 else:  # sorted({a, f, d}), by hand as run_plain_schedule
                     # sorts them: none is negative (this stage ran the forward, so ``last``
                     # is set; the forward and the later chunk's backward ended), and d (the

@@ -65,6 +65,7 @@ from perfmodel.parallel.taskgraph import (
     TaskKind,
     _new_task,
     _OpTaskTwin,
+    clean_two,
 )
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
@@ -847,12 +848,8 @@ class LoweringShortcuts:
                     pass
                 elif fwd and k == 0:
                     deps = (a,) if a >= 0 else ()
-                elif a < 0:
-                    deps = (d,) if d >= 0 else ()
-                elif d < 0 or d == a:
-                    deps = (a,)
                 else:
-                    deps = (a, d) if a < d else (d, a)
+                    deps = clean_two(a, d)
                 tid = len(tasks)
                 cs = cs_max[s]  # compute_emitted
                 if cmax > cs[0]:

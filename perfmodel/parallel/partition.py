@@ -160,13 +160,11 @@ def partition(
     return parts
 
 
-def stated_partition(
-    workload: Workload, k: int, layout: PipelineLayout, *, where: str = "pipeline_layout"
-) -> list[list[int]]:
+def stated_partition(workload: Workload, k: int, layout: PipelineLayout) -> list[list[int]]:
     """The ``k`` chunks a stated ``layout`` gives ``workload``'s layers
     (:func:`~perfmodel.parallel.pp_layout.layout_chunks` over :func:`partition`'s units), in
     place of :func:`partition`'s time-balanced cut."""
-    return layout_chunks(layout, workload, _unit_spans(workload.layers), k, where=where)
+    return layout_chunks(layout, workload, _unit_spans(workload.layers), k)
 
 
 def _uneven_ends(nb: int, k: int) -> list[int] | None:

@@ -459,6 +459,23 @@ assert _OverTaskTwin.__slots__ == OverTask.__slots__, "OverTask's slots changed"
 _S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "send_s", "send"))
 
 
+def clean_two(a: int, d: int) -> tuple[int, ...]:
+    """:meth:`GraphBuilder.add`'s cleaning of two dependency ids ``[a, d]`` (negative: none):
+    the non-negative ones, once, sorted. The lowering's hot loops
+    (:func:`perfmodel.parallel.lower_shortcuts.run_plain_schedule`,
+    :func:`perfmodel.parallel.lower_replay.run_chain_schedule`) call it where they build a
+    task's dependencies themselves.
+
+    >>> clean_two(3, 1), clean_two(-1, 2), clean_two(2, 2), clean_two(-1, -1)
+    ((1, 3), (2,), (2,), ())
+    """
+    if a < 0:
+        return (d,) if d >= 0 else ()
+    if d < 0 or d == a:
+        return (a,)
+    return (a, d) if a < d else (d, a)
+
+
 @dataclass
 class GraphBuilder:
     """Mutable helper used only during lowering; :meth:`build` returns the frozen graph."""

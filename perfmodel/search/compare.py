@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel._enum import ParsedEnum
+from perfmodel._gc import raise_young
 from perfmodel._record import FlatRecord
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.search._eval import Evaluator, analytic_evaluator, simulated_evaluator
@@ -420,26 +421,19 @@ def _isolated_call(evaluator: Evaluator, scenario: Mapping[str, Any]) -> tuple[s
 #: ~200,000 objects each (0.19 s CPU, ``gc.callbacks`` timing on the 2-core development machine)
 #: that found 2,458 objects of cyclic garbage in all; at 1,000,000 none ran. A plan that holds
 #: more still meets a collection every million allocations (memory stays bounded; the worker's
-#: peak resident set was 146-147 MB either way), and the collector frees only unreachable
+#: peak resident set, ``ru_maxrss``, was ~146 MiB either way), and the collector frees only unreachable
 #: cycles, so every result is the same.
 WORKER_YOUNG_THRESHOLD = 1_000_000
-
-
-def _worker_collections(young: int) -> None:
-    """The worker's initializer: its young-generation threshold raised to ``young`` (left as
-    it is where it is already higher, or 0: collection disabled). The worker is the runner's
-    own process and ends with it, so the caller's setting is untouched."""
-    from perfmodel._gc import raise_young
-
-    raise_young(young)
 
 
 class _IsolatedRunner:
     """One worker process (``fork`` where available) whose calls can be abandoned on a deadline.
 
     ``WORKER_YOUNG``: the worker's young-generation threshold
-    (:data:`WORKER_YOUNG_THRESHOLD`; ``None``: the worker keeps the one it inherits, the
-    direct path the tests compare it with)."""
+    (:data:`WORKER_YOUNG_THRESHOLD`, set by the pool's initializer,
+    :func:`perfmodel._gc.raise_young`; ``None``: the worker keeps the one it inherits, the
+    direct path the tests compare it with). The worker is the runner's own process and ends
+    with it, so the caller's setting is untouched."""
 
     WORKER_YOUNG: int | None = WORKER_YOUNG_THRESHOLD
 
@@ -454,7 +448,7 @@ class _IsolatedRunner:
         if self._pool is None:
             method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
             young = self.WORKER_YOUNG
-            init = None if young is None else functools.partial(_worker_collections, young)
+            init = None if young is None else functools.partial(raise_young, young)
             self._pool = mp.get_context(method).Pool(1, initializer=init)
         res = self._pool.apply_async(_isolated_call, (evaluator, dict(scenario)))
         try:

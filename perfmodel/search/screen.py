@@ -950,4 +950,4 @@ class PlanScreen(ScreenGroups):
         }
 
 
-__all__ = ["PlanScreen", "plan_stage_memory"]
+__all__ = ["PlanScreen"]

@@ -1,5 +1,5 @@
 """``perfmodel model maxbatch`` names the largest batch that ``predict`` says fits: its memory is
-predict's own (``stage_memory`` through :func:`perfmodel.search.screen.plan_stage_memory`), so
+predict's own (``stage_memory`` through :func:`perfmodel.search.screen_memory.plan_stage_memory`), so
 the batch it names fits and the next one up does not. Before, maxbatch read the screen's older
 accounting (``search.screen.recipe_memory``, since removed), which missed FSDP's gathered units
 and the loss's saved copies: gpt2 on an A100-80GB under fsdp (bf16, Adam) was named at 107,

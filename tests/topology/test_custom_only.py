@@ -39,7 +39,7 @@ def test_build_system_refuses_them_and_a_bad_link() -> None:
     assert build_system("custom", gpu="T4", gpus_per_node=2, intra_node="pcie3").num_gpus == 2
 
 
-def test_system_file_is_refused_too(tmp_path: object) -> None:
+def test_system_file_is_refused_too() -> None:
     from perfmodel.catalogue import topologies_dir
 
     path = topologies_dir() / "dgx1-v100.toml"
