@@ -44,8 +44,8 @@ from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts
 from perfmodel.parallel.lowering import Chunk, LoweredStep, Segment, StepInputs, expert_grad_share
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.periodic import LazyGraph, PeriodicGraph
-from perfmodel.parallel.plan import PipelineSchedule
-from perfmodel.parallel.recipe import Sharding
+from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule
+from perfmodel.parallel.recipe import Recipe, Sharding
 from perfmodel.parallel.schedule import (
     check_interleaved,
     round_robin,
@@ -114,17 +114,12 @@ class PipelineLowering(
         self.m = self.m_step if microbatches is None else microbatches  # scheduled ones
         self.alg = self.preset.comm_algorithm
         rc = self.rc = inp.recipe_for(costs)
-        self.zero3 = rc.sharding.stage >= 3
-        self.reduce_every_mb = rc.sharding.stage >= 2  # ZeRO-2 on: gradients every micro-batch
+        self._data_parallel_policy(rc, plan)
         self.tp_stream = rc.tp_comm.stream
         # Megatron's scatter/gather optimisation sends 1/tp of the activation per rank; with
         # sequence parallelism the stage output is already split over the tp ranks
         self.p2p_split = pl.tp > 1 and not plan.sequence_parallel
-        self.dp_on = plan.grad_replicas > 1
-        self.overlap = rc.grad_comm.overlap and self.dp_on
-        self.gather_early = self.dp_on and rc.param_gather.overlap and 1 <= rc.sharding.stage <= 2
         self.tp_overlap = rc.tp_comm.overlap
-        self.hsdp = rc.sharding is Sharding.HSDP and self.dp_on
         self.chunks = self._build_chunks() if chunks is None else chunks
         # chunk k's one segment where forward() and backward() take their short path: one
         # segment without expert/context communication or host stalls, in a step without
@@ -158,9 +153,8 @@ class PipelineLowering(
         # chunks whose first micro-batch's parameters are still to be gathered (overlapped
         # ZeRO-1/2 gather): until then every segment's compute is a gather's prefetch anchor
         self.gathers_left = [self.V if self.gather_early else 0] * P
-        # interleaved schedules launch a chunk's gathers one chunk ahead (aligned_gather): the
-        # task chunk c's gathers wait on, per stage (chunks 0 and 1: the step's start)
-        self.aligned_gather = self.gather_early and self.V > 1
+        # the task chunk c's gathers wait on, per stage (aligned_gather; chunks 0 and 1: the
+        # step's start)
         self.gather_launch: list[dict[int, list[int]]] = [{} for _ in range(P)]
         self.host_tid = -1
         self.last_compute = [-1] * P
@@ -189,6 +183,27 @@ class PipelineLowering(
                     seg = ch.segments[0]
                     if not (seg.ep_cp or seg.host_sync_s):
                         self.plain_single[i] = seg
+
+    def _data_parallel_policy(self, rc: Recipe, plan: ParallelismPlan) -> None:
+        """When the recipe ``rc`` gathers parameters and reduces gradients in the step of
+        ``plan`` (set once, read by every emitter): ZeRO-3/FSDP lowers one segment per unit
+        (``by_unit``) and gathers every unit in every micro-batch (``zero3``) unless pipelined
+        FSDP2 gathers each unit once a step and reduces after the stage's last backward
+        (:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`); ZeRO-2 on reduces every
+        micro-batch's gradients (``reduce_every_mb``); overlapped ZeRO-1/2 and pipelined FSDP2
+        gather in the first micro-batch's forward (``gather_early``), interleaved Megatron-Core
+        one chunk ahead (``aligned_gather``: ``param_sync_func``), FSDP2 as each chunk's
+        forward starts (its pre-forward hook)."""
+        once = rc.gather_per_step
+        stage = rc.sharding.stage
+        self.by_unit = stage >= 3
+        self.zero3 = self.by_unit and not once
+        self.reduce_every_mb = stage >= 2 and not once
+        self.dp_on = plan.grad_replicas > 1
+        self.overlap = rc.grad_comm.overlap and self.dp_on
+        self.gather_early = self.dp_on and (once or (rc.param_gather.overlap and 1 <= stage <= 2))
+        self.aligned_gather = self.gather_early and self.V > 1 and not once
+        self.hsdp = rc.sharding is Sharding.HSDP and self.dp_on
 
     @cached_property
     def stage_shift(self) -> StageShift:
@@ -738,7 +753,13 @@ class PipelineLowering(
                 "ZeRO-3/FSDP: one all-gather per block in forward and backward on its own stream, "
                 "prefetch depth 1"
             )
-        if self.gather_early:
+        if self.gather_early and self.rc.gather_per_step:
+            b.notes.append(
+                "FSDP2 under torch.distributed.pipelining: each unit all-gathered once a step, "
+                "in its chunk's first forward (reshard_after_forward off with pipelining), its "
+                "gradients reduce-scattered after the stage's last backward"
+            )
+        elif self.gather_early:
             b.notes.append(
                 "parameter all-gather of the previous step's update overlaps the first forward "
                 "(one gather per bucket, as Megatron-Core overlap_param_gather)"

@@ -232,6 +232,18 @@ class Recipe:
         and backward (the preset's ``activation_offload_layers``, Megatron-Core
         ``cpu_offloading_num_layers``); :func:`~perfmodel.parallel.stage_memory.stage_memory`
         keeps the others' only.
+    gather_per_step
+        FSDP2 pipelined by ``torch.distributed.pipelining`` (``pp > 1``): each FSDP unit is
+        all-gathered once a step, prefetched in its chunk's first forward, and stays gathered
+        to the step's end; its gradients accumulate unsharded and are reduce-scattered once,
+        after the stage's last backward, not overlapped with it. torchtitan sets
+        ``reshard_after_forward = not pp_enabled`` ("to avoid per-microbatch all-gathers",
+        ``apply_fsdp``'s default policy, torchtitan 820504e), and PyTorch 2.5-2.6
+        ``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync`` turns
+        ``set_reshard_after_backward`` and ``set_requires_gradient_sync`` off for every
+        backward and runs FSDP's post-backward (reshard and reduce-scatter) after the last.
+        ``False``: ZeRO-3/FSDP gathers every unit in every micro-batch's forward and
+        backward and reduces every micro-batch's gradients.
     pipeline_layout
         The run's stated pipeline layout (Megatron-Core ``pipeline_model_parallel_layout``,
         :class:`~perfmodel.parallel.pp_layout.PipelineLayout`): which layers each pipeline chunk
@@ -326,6 +338,7 @@ class Recipe:
     optimizer_dtype: DType = DType.FP32
     activation_offload_layers: int = 0
     pipeline_layout: PipelineLayout | None = None
+    gather_per_step: bool = False
 
     @property
     def fusion(self) -> Fusion:
@@ -666,7 +679,9 @@ def build_recipe(
     if fp8_params:
         a = 1  # the distributed optimizer gathers the FP8 parameters
     dp_on = plan.grad_replicas > 1  # context-parallel ranks reduce gradients with dp
-    overlap_grads = preset.overlap_grad_comm and dp_on
+    gather_per_step = fsdp2 and plan.pp > 1  # torch.distributed.pipelining (Recipe's field)
+    # pipelined FSDP2 reduce-scatters after the stage's last backward, not under it
+    overlap_grads = preset.overlap_grad_comm and dp_on and not gather_per_step
     gather_overlap = sharding.stage >= 3 or (preset.overlap_param_gather and sharding.stage >= 1)
     return Recipe(
         **{k: getattr(preset, k) for k in _RECIPE_AS_PRESET},
@@ -710,6 +725,7 @@ def build_recipe(
         fp32_conv_tf32=precision is Precision.FP32 and preset.eager,  # PyTorch's cuDNN default
         sources=tuple(preset.sources),
         pipeline_layout=pipeline_layout,
+        gather_per_step=gather_per_step,
     )
 
 

@@ -18,7 +18,6 @@ from perfmodel.parallel.plan import (
     Recompute,
 )
 from perfmodel.parallel.recipe import (
-    AmpStyle,
     Recipe,
     default_recipe,
     fp8_saved_input_delta,
@@ -211,7 +210,7 @@ def stage_memory(
     peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
     ws += cp_gathered_kv_bytes(layers, plan, CPImpl.for_fusion(rc.fusion))
-    if stage >= 3 and plan.pp > 1 and rc.amp is AmpStyle.FSDP_POLICY:
+    if rc.gather_per_step:
         # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
         # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
         # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype

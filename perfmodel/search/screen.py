@@ -365,13 +365,14 @@ class PlanScreen(ScreenGroups):
         Context-parallel ranks reduce the dense gradients with the replicas; the experts'
         smaller expert data-parallel group is not told apart here. Without interleaving every
         stage gathers its parameters as its first forward starts, so the pipeline's fill
-        waits for ``pp`` such gathers in series."""
+        waits for ``pp`` such gathers in series (pipelined FSDP2's with interleaving too)."""
         if n < 2 or st.stage_params <= 0:
             return 0.0
         from perfmodel.parallel.plan import PipelineSchedule
 
-        interleaved = schedule == PipelineSchedule.INTERLEAVED.value
-        fill = pp if pp > 1 and not interleaved else 1
+        # pipelined FSDP2 gathers as each chunk starts, interleaved or not (no aligned launch)
+        aligned = schedule == PipelineSchedule.INTERLEAVED.value and not rc.gather_per_step
+        fill = pp if pp > 1 and not aligned else 1
 
         def coll(op: Any, nbytes: float) -> float:
             return self._dp_collective_s(op, nbytes, n, stride)

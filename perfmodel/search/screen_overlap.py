@@ -144,6 +144,10 @@ def dp_exposed(
       what it moves beyond its compute, ``m [max(0, AG - F) + max(0, AG + RS - B)]`` with
       the reduction overlapped (``grad_comm``), ``m [max(0, AG - F) + max(0, AG - B) + RS]``
       without (the reduce-scatter after the backward, in full);
+    - FSDP2 pipelined by ``torch.distributed.pipelining``
+      (:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`): the units gathered once,
+      prefetched under the first micro-batch's forward (``fill_stages x max(0, AG - F)``),
+      the gradients reduce-scattered once after the last backward, in full;
     - ZeRO-2: the gradients reduce-scattered in every micro-batch's backward, beyond it
       when overlapped (:func:`beyond`), else in full;
     - ZeRO-0/1: one reduction beyond the last micro-batch's backward when overlapped
@@ -166,6 +170,8 @@ def dp_exposed(
     red = collective_s(rc.grad_reduce_op, grad_bytes)
     gather = collective_s(CollectiveOp.ALLGATHER, params * rc.gather_bytes)
     stage, over = rc.sharding.stage, rc.grad_comm.overlap
+    if rc.gather_per_step:  # pipelined FSDP2: one gather per unit, one reduction at the end
+        return red, fill_stages * max(0.0, gather - fwd_s)
     if stage >= 3:
         bwd = max(0.0, gather + red - bwd_s) if over else max(0.0, gather - bwd_s) + red
         return m * bwd, m * max(0.0, gather - fwd_s)

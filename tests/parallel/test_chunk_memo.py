@@ -190,7 +190,7 @@ def test_every_argument_a_chunk_reads_changes_the_key() -> None:
         # the plan's fields with one changed (validation aside: ep_overlap needs ep > 1)
         like = types.SimpleNamespace(**{**dataclasses.asdict(plan), **plan_change})
         keys.append(low._chunk_memo_key(like))
-    for attr, value in (("zero3", not low.zero3), ("alg", "ring"), ("overlap", False)):
+    for attr, value in (("by_unit", not low.by_unit), ("alg", "ring"), ("overlap", False)):
         old = getattr(low, attr)
         setattr(low, attr, value)
         keys.append(low._chunk_memo_key(plan))

@@ -382,16 +382,16 @@ def _chain_ops(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize(
     ("software", "tp", "pp", "nodes", "microbatch", "extra"),
     [
-        ("fsdp", 2, 2, 2, 1, {}),  # gather-bound: chains of segments
-        ("fsdp", 1, 2, 2, 1, {"schedule": "interleaved", "interleave": 2}),
+        ("deepspeed-zero3", 2, 2, 2, 1, {}),  # gather-bound: chains of segments
+        ("deepspeed-zero3", 1, 2, 2, 1, {"schedule": "interleaved", "interleave": 2}),
         ("deepspeed-zero3", 2, 1, 2, 1, {}),
-        ("torchtitan", 1, 2, 2, 1, {"recompute": "full"}),
-        ("fsdp", 1, 2, 1, 4, {}),  # hidden gather runs: chains of runs
-        ("torchtitan", 1, 2, 1, 8, {"schedule": "interleaved", "interleave": 2}),
-        ("fsdp", 1, 2, 1, 8, {"recompute": "full"}),
+        ("deepspeed-zero3", 1, 2, 2, 1, {"recompute": "full"}),
+        ("deepspeed-zero3", 1, 2, 1, 4, {}),  # hidden gather runs: chains of runs
+        ("deepspeed-zero3", 1, 2, 1, 8, {"schedule": "interleaved", "interleave": 2}),
+        ("deepspeed-zero3", 1, 2, 1, 8, {"recompute": "full"}),
         # one micro-batch a step: a backward's last operation and its forward's end may be
         # the same task (run_chain_schedule's ``a == f`` dependencies)
-        ("fsdp", 2, 2, 1, 1, {"global_batch": 2}),
+        ("deepspeed-zero3", 2, 2, 1, 1, {"global_batch": 2}),
         ("deepspeed-zero3", 1, 4, 1, 1, {"global_batch": 2}),
     ],
 )
@@ -433,8 +433,8 @@ def test_inline_gather_chains_over_plans(monkeypatch: pytest.MonkeyPatch, plan: 
 @pytest.mark.parametrize(
     ("kw", "taken"),
     [
-        (dict(software="fsdp", tp=1, pp=2, nodes=2, dp=8, microbatch=1), True),
-        (dict(software="fsdp", tp=1, pp=2, nodes=2, dp=8, microbatch=1, hsdp=8), False),
+        (dict(software="deepspeed-zero3", tp=1, pp=2, nodes=2, dp=8, microbatch=1), True),
+        (dict(software="fsdp", tp=1, pp=1, nodes=2, dp=16, microbatch=1, hsdp=8), False),
         (dict(software="megatron-core", tp=2, pp=2, dp=2), False),
     ],
 )

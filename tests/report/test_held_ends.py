@@ -50,9 +50,9 @@ def _left_out(tl: Timeline, dev: str, monkeypatch: pytest.MonkeyPatch) -> list[f
 @pytest.mark.parametrize(
     "software, plan",
     [
-        ("fsdp", {"dp": 8, "tp": 2, "pp": 2, "nodes": 4}),
+        ("deepspeed-zero3", {"dp": 8, "tp": 2, "pp": 2, "nodes": 4}),
         (
-            "fsdp",
+            "deepspeed-zero3",
             {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "schedule": "interleaved", "interleave": 2},
         ),
         ("deepspeed-zero3", {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "placement": "tp,pp,dp"}),

@@ -278,10 +278,18 @@ def _graphs(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> list[TaskGraph]:
     [
         # gather-bound: the FSDP groups span the two servers (the order tp,pp,dp; the default
         # tp,dp,pp keeps a stage's group in one server, where the gathers hide)
-        ("fsdp", 2, 2, 2, 1, {"placement": "tp,pp,dp"}, True),
-        ("fsdp", 2, 2, 2, 1, {}, False),  # the same plan in the default order: gathers hide
+        ("deepspeed-zero3", 2, 2, 2, 1, {"placement": "tp,pp,dp"}, True),
         (
-            "fsdp",
+            "deepspeed-zero3",
+            2,
+            2,
+            2,
+            1,
+            {},
+            False,
+        ),  # the same plan in the default order: gathers hide
+        (
+            "deepspeed-zero3",
             1,
             4,
             2,
@@ -290,8 +298,8 @@ def _graphs(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> list[TaskGraph]:
             True,
         ),
         ("deepspeed-zero3", 2, 1, 2, 1, {}, True),
-        ("torchtitan", 1, 4, 2, 1, {"recompute": "full", "placement": "tp,pp,dp"}, True),
-        ("fsdp", 1, 2, 1, 4, {}, False),  # hidden gather runs: rows kept
+        ("deepspeed-zero3", 1, 4, 2, 1, {"recompute": "full", "placement": "tp,pp,dp"}, True),
+        ("deepspeed-zero3", 1, 2, 1, 4, {}, False),  # hidden gather runs: rows kept
     ],
 )
 def test_small_plans_lazy_equal_eager(
@@ -327,7 +335,7 @@ def test_every_encoded_mark_is_a_mark(
     hidden gather run, the last reduction's end): the list schedule reads it unchecked, and an
     index past the marks would read a start value. In the plan of hidden gather runs some
     index is past one mark per item and the last reduction's (a run's second mark)."""
-    sc = gpt_scenario(model_args=GPT, global_batch=64 * nodes, software="fsdp", nodes=nodes,
+    sc = gpt_scenario(model_args=GPT, global_batch=64 * nodes, software="deepspeed-zero3", nodes=nodes,
                       dp=8 * nodes // (tp * pp), tp=tp, pp=pp, microbatch=microbatch)  # fmt: skip
     read = past_items = 0
     for g in _graphs(sc, monkeypatch):
@@ -347,8 +355,9 @@ def test_every_encoded_mark_is_a_mark(
 
 
 def test_gpt3_fsdp_plans_lazy_equal_eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The nine GPT-3 175B FSDP plans of the benchmark on 1024 A100 (flat chains in the
-    gather-bound plans, chains of hidden gather runs in the pp 16 ones): lazy == eager."""
+    """The nine GPT-3 175B plans of the benchmark on 1024 A100 with DeepSpeed's ZeRO-3 (a
+    gather per unit and micro-batch; flat chains in the gather-bound plans, chains of hidden
+    gather runs in the pp 16 ones): lazy == eager."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from bench_scale import _plans
     from bench_search import BASE175
@@ -356,7 +365,7 @@ def test_gpt3_fsdp_plans_lazy_equal_eager(monkeypatch: pytest.MonkeyPatch) -> No
 
     lazy = 0
     for p in _plans()[1:10]:
-        sc = Scenario.from_dict({**BASE175, **{k: p[k] for k in PLAN_KEYS}, "software": "fsdp",
+        sc = Scenario.from_dict({**BASE175, **{k: p[k] for k in PLAN_KEYS}, "software": "deepspeed-zero3",
                                  "fidelity": "analytic"})  # fmt: skip
         for g in _graphs(sc, monkeypatch):
             lazy += _assert_lazy_is_eager(g, monkeypatch)

@@ -1,0 +1,161 @@
+"""FSDP2 under pipeline parallelism gathers each unit once a step and reduces once at its end.
+
+torchtitan sets ``reshard_after_forward = not pp_enabled`` and ``torch.distributed.pipelining``
+turns ``reshard_after_backward`` and ``requires_gradient_sync`` off for every backward but a
+stage's last (:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`): the step's graph has
+one all-gather per FSDP unit of each chunk and one gradient reduce-scatter per stage, whatever
+the number of micro-batches; ZeRO-3 without pipelining (and DeepSpeed's ZeRO-3, whose stack
+gathers per micro-batch) keeps one gather per unit in every forward and backward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import perfmodel.api as api
+import perfmodel.pipeline.lower as lower_stage
+from perfmodel.api import predict
+from perfmodel.dtypes import Precision
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel import lower_step
+from perfmodel.parallel.plan import ParallelismPlan
+from perfmodel.parallel.recipe import build_recipe
+from perfmodel.parallel.software import get_preset
+from perfmodel.search.screen_overlap import dp_exposed
+from perfmodel.workload.memory import Optimizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
+from report_compare import gpt_scenario
+
+GPT = {"layers": 8, "hidden": 4096, "heads": 32, "seq_len": 1024, "vocab": 8000}
+
+
+def _recipe(software: str, **plan: int):
+    """The recipe of ``software``'s preset under a plan that shards as the preset does."""
+    preset = get_preset(software)
+    shard = {"fsdp": True} if preset.fsdp else {"zero": preset.zero}
+    return build_recipe(preset, Precision.BF16, Optimizer.ADAM, ParallelismPlan(**shard, **plan))
+
+
+@pytest.mark.parametrize(
+    ("software", "pp", "once"),
+    [
+        ("fsdp", 2, True),
+        ("torchtitan", 4, True),
+        ("fsdp", 1, False),
+        ("torchtitan", 1, False),
+        ("deepspeed-zero3", 2, False),
+        ("megatron-core", 2, False),
+    ],
+)
+def test_recipe_gathers_once_only_for_pipelined_fsdp2(software: str, pp: int, once: bool) -> None:
+    """The one fact: set for the FSDP2 stacks with ``pp > 1``; their gradient reduction is
+    then not overlapped (it follows the stage's last backward)."""
+    rc = _recipe(software, dp=4, pp=pp)
+    assert rc.gather_per_step is once
+    if software in ("fsdp", "torchtitan"):
+        assert rc.grad_comm.overlap is not once
+        assert rc.param_gather.overlap
+
+
+def _fine_counts(
+    software: str, pp: int, monkeypatch: pytest.MonkeyPatch, **plan: object
+) -> tuple[Counter, int]:
+    """Collectives of the fine (uncoarsened) step graph of a GPT of 8 blocks on one DGX A100
+    (micro-batch 1, global batch 32) by label head (``AG``, ``grad``), and the step's
+    micro-batches."""
+    sc = gpt_scenario(model_args=GPT, global_batch=32, software=software, tp=1, pp=pp,
+                      dp=8 // pp, microbatch=1, **plan)  # fmt: skip
+    with monkeypatch.context() as mp:
+        mp.setattr(lower_stage, "lower", functools.partial(lower_step.lower, coarse=False))
+        mp.setattr(api, "_REPORTS", {})
+        report = predict(sc, baseline=False)
+    heads = Counter(
+        t.label.split(" ")[0] for t in report.timeline.graph.tasks if t.kind.name == "COLLECTIVE"
+    )
+    return heads, 32 // (8 // pp)
+
+
+@pytest.mark.parametrize(
+    ("software", "extra"),
+    [
+        ("fsdp", {}),
+        ("torchtitan", {"schedule": "interleaved", "interleave": 2}),
+        ("fsdp", {"recompute": "full"}),
+    ],
+)
+def test_pipelined_fsdp2_gathers_each_unit_once_a_step(
+    software: str, extra: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pipeline stages, 8 micro-batches of one sample (4 each with interleaving's 2
+    chunks per rank): one all-gather per unit of every chunk and one reduce-scatter per stage
+    ("grad all" after its last backward), none per micro-batch."""
+    heads, m = _fine_counts(software, 2, monkeypatch, **extra)
+    assert m == 8
+    rc = _recipe(software, dp=4, pp=2)
+    assert rc.gather_per_step
+    # GPT of 8 blocks on 2 stages: 4 blocks a stage plus the embedding's and the head's units
+    assert heads["AG"] == 10
+    assert heads["grad"] == 2
+
+
+def test_unpipelined_fsdp_and_deepspeed_zero3_gather_every_micro_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without pipelining FSDP gathers each unit in every forward and backward; DeepSpeed's
+    ZeRO-3 does with pipelining too (the per-micro-batch path the pipelined FSDP2 left)."""
+    flat, m = _fine_counts("fsdp", 1, monkeypatch)
+    assert m == 4 and flat["AG"] == 2 * m * 10 and flat["grad"] == m * 10
+    ds, m = _fine_counts("deepspeed-zero3", 2, monkeypatch)
+    assert m == 8 and ds["AG"] == 2 * m * 10
+
+
+def test_screen_charges_pipelined_fsdp2_once_a_step() -> None:
+    """The screen's data-parallel estimate reads the same fact: one reduction in full and the
+    gathers beyond one forward per filling stage, not ``m`` times."""
+    rc = _recipe("fsdp", dp=4, pp=2)
+
+    def coll(op: CollectiveOp, nbytes: float) -> float:
+        return nbytes * 1e-9 * (2.0 if op is CollectiveOp.ALLGATHER else 3.0)
+
+    params = 1e9
+    red = coll(rc.grad_reduce_op, params * rc.grad_reduce_bytes)
+    gather = coll(CollectiveOp.ALLGATHER, params * rc.gather_bytes)
+    for m in (1, 8, 64):
+        assert dp_exposed(rc, params, m, 0.5, 1.0, coll, 2) == pytest.approx(
+            (red, 2 * max(0.0, gather - 0.5))
+        )
+    zero3 = _recipe("fsdp", dp=4, pp=1)
+    assert dp_exposed(zero3, params, 8, 0.5, 1.0, coll, 1)[1] == pytest.approx(
+        8 * max(0.0, gather - 0.5)
+    )
+
+
+def test_pipelined_fsdp2_step_is_no_slower_than_per_micro_batch_gathers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same pipelined FSDP2 plan with the per-micro-batch path forced back
+    (``gather_per_step`` off in its recipe) moves more bytes over the same links: the step
+    is at least as long, and the gathers counted grow with the micro-batches."""
+    import perfmodel.parallel.lowering as lowering
+
+    sc = gpt_scenario(model_args=GPT, global_batch=32, software="fsdp", tp=1, pp=2, dp=4,
+                      microbatch=1)  # fmt: skip
+    monkeypatch.setattr(api, "_REPORTS", {})
+    once = predict(sc, baseline=False).iteration_time_s
+    orig = lowering.StepInputs.recipe_for
+
+    def per_mb(self, costs):  # type: ignore[no-untyped-def]
+        rc = orig(self, costs)
+        return dataclasses.replace(rc, gather_per_step=False)
+
+    monkeypatch.setattr(lowering.StepInputs, "recipe_for", per_mb)
+    monkeypatch.setattr(api, "_REPORTS", {})
+    every = predict(sc, baseline=False).iteration_time_s
+    assert every > once
