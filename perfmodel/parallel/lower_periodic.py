@@ -26,7 +26,9 @@ class PeriodicSchedules:
         """Micro-batches of the short schedule a
         :class:`~perfmodel.parallel.periodic.PeriodicGraph` tries first (0: lower the whole
         step). Only 1F1B (or one stage) and interleaved 1F1B, every micro-batch lowered alike
-        (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch, no expert or context
+        (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch: ``zero3``,
+        ``reduce_every_mb``; pipelined FSDP2 gathers in the first micro-batch only and reduces
+        after the last, as overlapped ZeRO-1, so it qualifies; no expert or context
         parallelism), and a short schedule of at most 3/4 of the step's micro-batches; the
         check itself is :func:`perfmodel.sim.engine.evaluate`'s (it may ask for a longer one,
         as long as it stays under 3/4 of the step's).
@@ -51,7 +53,7 @@ class PeriodicSchedules:
         )
         if not (one_f_one_b or u > 1) or self.owt or self.zero3:
             return 0
-        if self.rc.sharding.stage >= 2 or plan.ep > 1 or plan.cp > 1:
+        if self.reduce_every_mb or plan.ep > 1 or plan.cp > 1:
             return 0
         # j0, the gap (pp + 2; interleaved 4), the tail and the window's 3: the docstring
         j0 = P if u == 1 else -(-warmup_forwards(P, 0, self.V) // (P * self.V))

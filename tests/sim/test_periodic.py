@@ -69,6 +69,13 @@ CASES = {
     # the interleaved schedule with one chunk per stage (warm-up 2 (pp - 1) forwards, unlike
     # 1F1B's pp - 1): 96 micro-batches from 48
     "interleaved-one-chunk": dict(schedule="interleaved", interleave=1, pp=4, dp=1),
+    # pipelined FSDP2 (Recipe.gather_per_step): each unit gathered in the first micro-batch's
+    # forward, the gradients reduce-scattered after the last backward; two servers
+    "fsdp-pipelined": dict(software="fsdp", nodes=2, dp=4, pp=2, global_batch=192),
+    # the same with torchtitan's fp32 reduction, interleaved (no aligned gather launch)
+    "torchtitan-interleaved": dict(
+        software="torchtitan", schedule="interleaved", interleave=2, tp=1, dp=4, global_batch=192
+    ),
     # interleaved with full recomputation, no tensor parallelism (pipeline sends unsplit):
     # 64 micro-batches from 24
     "interleaved-recompute": dict(
@@ -104,6 +111,7 @@ def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.Mon
     [
         dict(schedule="gpipe"),
         dict(zero=2, software="megatron-core"),
+        dict(software="deepspeed-zero3", tp=1, dp=4, pp=2, global_batch=192),  # gathers every one
         dict(global_batch=16),  # 8 micro-batches: no shorter schedule to take
     ],
 )
