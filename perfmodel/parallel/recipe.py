@@ -242,8 +242,16 @@ class Recipe:
         ``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync`` turns
         ``set_reshard_after_backward`` and ``set_requires_gradient_sync`` off for every
         backward and runs FSDP's post-backward (reshard and reduce-scatter) after the last.
-        ``False``: ZeRO-3/FSDP gathers every unit in every micro-batch's forward and
-        backward and reduces every micro-batch's gradients.
+        FSDP2's copy kernels follow (:meth:`kernels`: the copy-out and copy-in once a step,
+        the unsharded gradient accumulated every micro-batch). With interleaving PyTorch
+        reduce-scatters each chunk after that chunk's last backward and FSDP2's final callback
+        makes the compute stream wait for it; the lowering issues the rank's reduction after
+        its last backward (against reductions fully hidden under the later backwards, 0.3-0.4%
+        slower on two interleaved GPT-3 175B plans: rev31). The ``fsdp`` preset takes
+        torchtitan's ``reshard_after_forward=False`` for pipelining (``fully_shard``'s
+        default, ``True``, regathers in every backward). ``False``: ZeRO-3/FSDP gathers every
+        unit in every micro-batch's forward and backward and reduces every micro-batch's
+        gradients.
     pipeline_layout
         The run's stated pipeline layout (Megatron-Core ``pipeline_model_parallel_layout``,
         :class:`~perfmodel.parallel.pp_layout.PipelineLayout`): which layers each pipeline chunk
@@ -400,8 +408,10 @@ class Recipe:
         """What a workload of this recipe is built with
         (:class:`~perfmodel.workload.kernels.KernelRecipe`) for a step of ``microbatches``
         micro-batches per replica: the fusion mode, the FP8 recipe, FSDP2's copies (with the
-        reduce-scatter input's width, :attr:`grad_reduce_bytes` as it is now) and the share of a cached FP8 weight cast each
-        micro-batch carries (``1 / microbatches``).
+        reduce-scatter input's width, :attr:`grad_reduce_bytes` as it is now; under
+        :attr:`gather_per_step` each micro-batch's share of the once-a-step copies,
+        ``1 / microbatches``) and the share of a cached FP8 weight cast each micro-batch
+        carries (``1 / microbatches``).
 
         >>> from perfmodel.parallel.software import get_preset
         >>> from perfmodel.parallel.plan import ParallelismPlan
@@ -420,6 +430,7 @@ class Recipe:
             self.stack_kernels,
             weight_cast_share=share,
             fsdp_reduce_bytes=self.grad_reduce_bytes,
+            fsdp_step_share=1.0 / max(int(microbatches), 1) if self.gather_per_step else 0.0,
         )
 
     @property
@@ -526,6 +537,11 @@ class Recipe:
             + ("; FP8 parameters" if self.fp8_params else "")
             + ("; FSDP2 copy-in/copy-out kernels" if self.stack_kernels.fsdp_copies else "")
             + (
+                "; units gathered once a step, reduced after the last backward (pipelined FSDP2)"
+                if self.gather_per_step
+                else ""
+            )
+            + (
                 f"; activations of {self.activation_offload_layers} blocks offloaded to the host"
                 if self.activation_offload_layers
                 else ""
@@ -583,6 +599,7 @@ class Recipe:
             "optimizer_impl": self.optimizer_impl.value,
             "grad_clip": self.grad_clip.value,
             "fsdp_copies": self.stack_kernels.fsdp_copies,
+            "gather_per_step": self.gather_per_step,
             "fp8_params": self.fp8_params,
             "attention_backend": self.attention_backend.value,
             "sources": list(self.sources),

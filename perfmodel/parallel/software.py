@@ -174,6 +174,10 @@ _FSDP2 = _pytorch_native(
         "FP32 sharded parameters (the optimizer's copy), all-gathers in param_dtype; "
         "reduce_dtype=None reduces in param_dtype; forward/backward prefetch on separate "
         "streams (all-gather stream, reduce-scatter stream)",
+        "with pipeline parallelism (torch.distributed.pipelining), reshard_after_forward=False "
+        "as torchtitan's apply_fsdp sets it for PP ('to avoid per-microbatch all-gathers'; "
+        "fully_shard's own default is True): each unit gathered once a step, its gradients "
+        "reduce-scattered after the stage's last backward (Recipe.gather_per_step)",
     ),
 )
 

@@ -75,7 +75,9 @@ component models, but evaluates one representative rank per pipeline stage in cl
   (every server holding the same local ranks of it) on two servers of it extended as a ring
   extends (``PlanScreen._dp_collective_s``): ZeRO-3/FSDP
   gathers before every micro-batch's forward and backward and reduce-scatters in its
-  backward, each phase exposing what it moves beyond its compute; ZeRO-2 reduce-scatters
+  backward, each phase exposing what it moves beyond its compute (pipelined FSDP2,
+  ``Recipe.gather_per_step``: gathers once beside the first forward, reduces once after the
+  last backward, in full); ZeRO-2 reduce-scatters
   every micro-batch; ZeRO-0/1 reduce once after the last micro-batch; overlapped reductions
   and ZeRO-1/2's parameter all-gather (beside the next step's first forward; without
   interleaving, ``pp`` stages' in series along the fill) expose at least their last bucket

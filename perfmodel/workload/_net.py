@@ -28,6 +28,7 @@ Conventions (used by every primitive, documented in ``docs/workload.md``):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -337,11 +338,21 @@ class Net(ConvLayers, AttentionLayers):
         all-gather copy-out (read and write ``p`` bytes per parameter, ``p`` the gathered
         width: 1 for FP8-gathered weights, else the 16-bit ``param_bytes``); backward, the
         copy-out of the backward all-gather and the reduce-scatter copy-in (read the 16-bit
-        gradient, write ``fsdp_reduce_bytes``)."""
+        gradient, write ``r = fsdp_reduce_bytes``). A unit held gathered for the step
+        (``fsdp_step_share`` ``s > 0``): ``s`` of the forward copy-out and of the copy-in, no
+        backward copy-out, and the unsharded gradient's accumulation, ``(p + 2 r)`` bytes per
+        parameter, in every backward; launches rounded half up as the FP8 weight cast's."""
         k = self.kernels
         p = float(self.param_bytes)
+        r = float(k.fsdp_reduce_bytes)
         gathered = 2.0 * p * params
-        reduce_in = (p + k.fsdp_reduce_bytes) * params
+        reduce_in = (p + r) * params
+        s = k.fsdp_step_share
+        if s > 0.0:
+            once = math.floor(s + 0.5)  # launches of a once-a-step copy per micro-batch
+            fwd, bwd, fk, bk = s * gathered, s * reduce_in + (p + 2.0 * r) * params, once, 1 + once
+        else:
+            fwd, bwd, fk, bk = gathered, gathered + reduce_in, 1, 2
         return LayerCost(
             name=name,
             kind=LayerKind.OTHER,
@@ -349,13 +360,13 @@ class Net(ConvLayers, AttentionLayers):
             bwd_input_flop=0.0,
             bwd_weight_flop=0.0,
             params=0,
-            fwd_bytes=gathered,
-            bwd_bytes=gathered + reduce_in,
+            fwd_bytes=fwd,
+            bwd_bytes=bwd,
             activation_bytes=0.0,
             output_shape=(1,),  # copies of parameters: no activation tensor
             block=block,
-            kernels=1,
-            bwd_kernels=2,
+            kernels=fk,
+            bwd_kernels=bk,
             kernel_class=KernelClass.FSDP_COPY,
         )
 

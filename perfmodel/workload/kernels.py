@@ -907,6 +907,17 @@ class KernelRecipe:
     fsdp_reduce_bytes
         Bytes per gradient element of FSDP's reduce-scatter input (4 for ``reduce_dtype=
         float32``).
+    fsdp_step_share
+        FSDP2 holding its units gathered for the whole step
+        (:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`, pipelined): the share of
+        one forward copy-out and one reduce-scatter copy-in each micro-batch carries
+        (``1 / micro-batches``; no backward all-gather, so no backward copy-out), and every
+        micro-batch's backward accumulates the unsharded gradient instead (read the new 16-bit
+        gradient and the accumulator, write the accumulator, in ``fsdp_reduce_bytes``:
+        ``FSDPParam.to_accumulated_grad_if_needed`` / ``accumulate_unsharded_grad_if_needed``
+        upcast to ``reduce_dtype``, autograd's accumulation in the parameter's dtype without
+        one; PyTorch 2.6 ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``). 0: the
+        units are gathered in every forward and backward and reduced every micro-batch.
     weight_cast_share
         Share of a cached FP8 weight cast charged per micro-batch (``1 / micro-batches`` when
         :attr:`Fp8Recipe.caches_weights`, else 1).
@@ -936,6 +947,7 @@ class KernelRecipe:
     fp8: Fp8Recipe | None = None
     fsdp_copies: bool = False
     fsdp_reduce_bytes: int = 4
+    fsdp_step_share: float = 0.0
     weight_cast_share: float = 1.0
     moe_sort_chunks: bool = False
     moe_quant_padding: bool = False

@@ -56,9 +56,12 @@ def _recipe(software: str, **plan: int):
 )
 def test_recipe_gathers_once_only_for_pipelined_fsdp2(software: str, pp: int, once: bool) -> None:
     """The one fact: set for the FSDP2 stacks with ``pp > 1``; their gradient reduction is
-    then not overlapped (it follows the stage's last backward)."""
+    then not overlapped (it follows the stage's last backward) and their copy kernels run
+    once a step."""
     rc = _recipe(software, dp=4, pp=pp)
     assert rc.gather_per_step is once
+    # FSDP2's copies follow: once a step, 1/m of them per micro-batch
+    assert rc.kernels(8).fsdp_step_share == (0.125 if once else 0.0)
     if software in ("fsdp", "torchtitan"):
         assert rc.grad_comm.overlap is not once
         assert rc.param_gather.overlap
@@ -159,3 +162,70 @@ def test_pipelined_fsdp2_step_is_no_slower_than_per_micro_batch_gathers(
     monkeypatch.setattr(api, "_REPORTS", {})
     every = predict(sc, baseline=False).iteration_time_s
     assert every > once
+
+
+def _fine_graph(monkeypatch: pytest.MonkeyPatch, **kw: object):
+    """The fine step graph of a pipelined GPT of 8 blocks on one DGX A100."""
+    sc = gpt_scenario(model_args=GPT, global_batch=32, tp=1, microbatch=1, **kw)
+    with monkeypatch.context() as mp:
+        mp.setattr(lower_stage, "lower", functools.partial(lower_step.lower, coarse=False))
+        mp.setattr(api, "_REPORTS", {})
+        return predict(sc, baseline=False).timeline.graph
+
+
+def test_interleaved_fsdp2_gathers_as_each_chunk_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FSDP2's pre-forward hook gathers a chunk's units as its forward starts, prefetching one
+    unit ahead: every gather waits for nothing or for a compute of its own device (the one two
+    units back), never for a whole chunk launched ahead as Megatron-Core's interleaved
+    ``param_sync_func`` launches them (``aligned_gather``)."""
+    g = _fine_graph(monkeypatch, software="torchtitan", pp=2, dp=4, schedule="interleaved",
+                    interleave=2)  # fmt: skip
+    by_id = {t.tid: t for t in g.tasks}
+    gathers = [t for t in g.tasks if t.label.startswith("AG ")]
+    assert len(gathers) == 10
+    for t in gathers:
+        assert all(
+            by_id[d].kind.name == "COMPUTE" and by_id[d].device == t.device for d in t.deps
+        ), (t.label, [by_id[d].label for d in t.deps])
+    # chunk 1's first gathers (chunks k = 2, 3 of pp 2) wait for chunk 0's computes
+    late = [t for t in gathers if int(t.label.split(".")[1]) >= 2]
+    assert late and all(t.deps for t in late)
+
+
+def test_pipelined_fsdp2_reduces_after_the_stage_last_backward(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One reduce-scatter per stage ("grad all"), after the stage's last compute, which is a
+    backward of the step's last micro-batch (not overlapped with it)."""
+    g = _fine_graph(monkeypatch, software="fsdp", pp=2, dp=4)
+    by_id = {t.tid: t for t in g.tasks}
+    reds = [t for t in g.tasks if t.label == "grad all"]
+    assert len(reds) == 2 and len({t.device for t in reds}) == 2
+    for t in reds:
+        computes = [x for x in g.tasks if x.device == t.device and x.kind.name == "COMPUTE"]
+        last = max(computes, key=lambda x: x.tid)
+        assert last.label.startswith("B") and last.microbatch == 7
+        assert last.tid in t.deps
+        assert all(by_id[d].tid <= last.tid for d in t.deps)
+
+
+def test_screen_fills_every_stage_with_interleaved_pipelined_fsdp2() -> None:
+    """The screen's pipeline fill: Megatron-Core's interleaved gathers launch at the step's
+    start (one delay), pipelined FSDP2's as each stage starts, interleaved or not (``pp``)."""
+    from types import SimpleNamespace
+
+    from perfmodel.search.screen import PlanScreen
+
+    fake = SimpleNamespace(_dp_collective_s=lambda op, nbytes, n, stride: nbytes * 1e-9)
+    st = SimpleNamespace(stage_params=1e9)
+    rc = _recipe("fsdp", dp=4, pp=4)
+
+    def dp_s(recipe, schedule: str) -> float:
+        return PlanScreen._dp_s(fake, recipe, st, 4, 1, 4, 8, (0.1, 0.2), schedule)  # type: ignore[arg-type]
+
+    gather = 1e9 * rc.gather_bytes * 1e-9
+    red = 1e9 * rc.grad_reduce_bytes * 1e-9
+    for schedule in ("1f1b", "interleaved"):
+        assert dp_s(rc, schedule) == pytest.approx(red + 4 * (gather - 0.1))
+    mcore = _recipe("megatron-core", dp=4, pp=4)
+    assert dp_s(mcore, "interleaved") < dp_s(mcore, "1f1b")

@@ -159,7 +159,7 @@ def test_gather_bound_shapes_take_chains_and_equal_the_fine_tasks(
     assert with_chains == without
 
 
-def test_gpt3_fsdp_plans_of_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpt3_zero3_plans_of_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's case: the nine GPT-3 175B plans of ``bench_speed.py`` on 1024 A100 with
     ZeRO-3 gathers in every micro-batch (the interleaved dp8 tp16 pp8 micro-batch 1 plan:
     94,106 tasks before, 6,170 with chains), now DeepSpeed's ZeRO-3 (pipelined FSDP2 gathers

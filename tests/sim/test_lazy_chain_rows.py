@@ -354,7 +354,7 @@ def test_every_encoded_mark_is_a_mark(
     assert past_items > 0 or not runs
 
 
-def test_gpt3_fsdp_plans_lazy_equal_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpt3_zero3_plans_lazy_equal_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     """The nine GPT-3 175B plans of the benchmark on 1024 A100 with DeepSpeed's ZeRO-3 (a
     gather per unit and micro-batch; flat chains in the gather-bound plans, chains of hidden
     gather runs in the pp 16 ones): lazy == eager."""

@@ -177,6 +177,26 @@ def test_fsdp_copies_per_unit() -> None:
     assert w.total_params == _llama().total_params
 
 
+@pytest.mark.parametrize(("reduce", "m"), [(4, 8), (2, 8), (4, 2)])
+def test_fsdp_copies_of_a_unit_held_gathered_for_the_step(reduce: int, m: int) -> None:
+    """Pipelined FSDP2 (``fsdp_step_share = 1/m``): the copy-out and the reduce-scatter
+    copy-in once a step, ``1/m`` of them per micro-batch, no backward copy-out, and the
+    unsharded gradient accumulated every backward: read 2 P (bf16 gradient) and ``r`` P,
+    write ``r`` P. Hand-computed with bf16 weights: forward 4 P / m; backward (2 + r) P / m
+    + (2 + 2 r) P. Launches: the once-a-step copies' share rounded half up."""
+    once = _llama(KernelRecipe(fsdp_copies=True, fsdp_reduce_bytes=reduce))
+    held = _llama(KernelRecipe(fsdp_copies=True, fsdp_reduce_bytes=reduce, fsdp_step_share=1.0 / m))
+    cp = next(la for la in held.layers if la.name == "layer0.fsdp_copy")
+    p = sum(la.params for la in held.layers if la.block == 0)
+    assert cp.fwd_bytes == pytest.approx(4.0 * p / m)
+    assert cp.bwd_bytes == pytest.approx((2.0 + reduce) * p / m + (2.0 + 2.0 * reduce) * p)
+    k = 1 if m <= 2 else 0
+    assert (cp.kernels, cp.bwd_kernels) == (k, 1 + k)
+    # the layers around the copies are the per-micro-batch build's
+    rest = [la for la in held.layers if not la.name.endswith("fsdp_copy")]
+    assert rest == [la for la in once.layers if not la.name.endswith("fsdp_copy")]
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     layers=st.integers(1, 5),
