@@ -25,10 +25,11 @@ from typing import Any
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.lowering import Segment, ring_share
-from perfmodel.parallel.param_sync import layer_tensors, owners_by_rule, tensor_owner_bytes
+from perfmodel.parallel.param_sync import owners_by_rule, tensor_owner_bytes
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.recipe import ParamSync, Recipe
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskKind
+from perfmodel.workload.layers import layer_tensors
 
 
 class DataParallelEmitters:

@@ -29,7 +29,7 @@ broadcasts run in rank order, largest tensor first (``broadcast_params``, ``fa73
 629-647: one ``dist.broadcast`` per owner, all waited for before the next forward).
 :class:`~perfmodel.parallel.stack_choices.ParamOwners` names the two rules.
 
-The model applies the rule to the workload's parameter tensors in order (:func:`layer_tensors`:
+The model applies the rule to the workload's parameter tensors in order (:func:`~perfmodel.workload.layers.layer_tensors`:
 one per layer, except a gated MLP's fused input projection, ``fc1`` before its SwiGLU, which is
 InternEvo's two matrices ``w1`` and ``w2``, and a linear layer's bias, a tensor of its own), and
 prices each owner's broadcast with the collective model: NCCL's tuner picks ring and protocol per
@@ -51,7 +51,6 @@ from collections.abc import Sequence
 
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.stack_choices import ParamOwners
-from perfmodel.workload.layers import LayerCost, LayerKind, feeds_gated_activation
 
 #: InternEvo ``ParamBcastSyncHandler``: a rank takes tensors until its count exceeds 1.01 x the
 #: average share (``alloc_num > avg_param_num * 1.01``).
@@ -141,39 +140,6 @@ def owner_bytes(
     return list(acc.values())
 
 
-def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple[int, float]]:
-    """``(layer id, elements)`` of each parameter tensor of the layers ``ids`` (ids into
-    ``layers``, in order): one tensor per layer with parameters, two equal ones for a gated MLP's
-    fused input projection (a linear layer feeding a gated activation,
-    :func:`~perfmodel.workload.layers.feeds_gated_activation`: the zoo's ``fc1`` holds the gate
-    and up matrices, which InternEvo keeps as two tensors, ``FeedForward.w1`` and
-    ``w2``, InternLM ``fa7337b`` ``internlm/model/linear.py`` lines 27-44); a linear layer's
-    bias (its parameters beyond the GEMM's ``k x n`` weight) is a tensor of its own, as
-    ``nn.Linear`` keeps it (InternLM-7B's ``Wqkv.bias`` and ``out_proj.bias``).
-
-    >>> def layer(name, kind, params, width):
-    ...     return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, (1, width))
-    >>> ls = [layer("b.ln2", LayerKind.NORM, 4, 4), layer("b.fc1", LayerKind.LINEAR, 80, 20),
-    ...       layer("b.swiglu", LayerKind.ACTIVATION, 0, 10),
-    ...       layer("b.fc2", LayerKind.LINEAR, 40, 4)]
-    >>> layer_tensors(ls, [0, 1, 2, 3])
-    [(0, 4.0), (1, 40.0), (1, 40.0), (3, 40.0)]
-    """
-    out: list[tuple[int, float]] = []
-    for i in ids:
-        p = float(layers[i].params)
-        if p <= 0:
-            continue
-        g = layers[i].gemm
-        bias = p - g.k * g.n if layers[i].kind is LayerKind.LINEAR and g is not None else 0.0
-        p -= max(bias, 0.0)
-        gated = feeds_gated_activation(layers[i], layers[i + 1] if i + 1 < len(layers) else None)
-        out.extend([(i, p / 2), (i, p / 2)] if gated else [(i, p)])
-        if bias > 0:
-            out.extend([(i, bias / 2), (i, bias / 2)] if gated else [(i, bias)])
-    return out
-
-
 def tensor_owner_bytes(
     layer_ids: Sequence[int],
     tensors: Sequence[tuple[int, float]],
@@ -181,7 +147,7 @@ def tensor_owner_bytes(
     bytes_per_param: float,
 ) -> list[float]:
     """Bytes each owner broadcasts for the layers ``layer_ids``, given the tensors
-    (:func:`layer_tensors`) and each tensor's owner; one entry per owner in order of first
+    (:func:`~perfmodel.workload.layers.layer_tensors`) and each tensor's owner; one entry per owner in order of first
     appearance.
 
     >>> tensor_owner_bytes([1], [(0, 4.0), (1, 40.0), (1, 40.0)], [0, 0, 1], 2.0)

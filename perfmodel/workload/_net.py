@@ -54,6 +54,7 @@ from perfmodel.workload.layers import (
     LayerCost,
     LayerKind,
     StackedLayers,
+    layer_tensors,
 )
 
 #: FLOP per element of common element-wise kernels (forward, backward). Counted as arithmetic
@@ -207,18 +208,24 @@ class Net(ConvLayers, AttentionLayers):
             return list(layers)
         out: list[LayerCost] = []
         unit_params: dict[int, int] = {}
+        unit_tensors: dict[int, int] = {}  # parameter tensors (FSDP2's accumulation launches)
         if k.fsdp_copies:
-            for la in layers:
+            for i, la in enumerate(layers):
                 if la.block is not None:
                     unit_params[la.block] = unit_params.get(la.block, 0) + la.params
-            rest = sum(la.params for la in self.layers if la.block is None)
+                    n = len(layer_tensors(layers, (i,))) if la.params > 0 else 0
+                    unit_tensors[la.block] = unit_tensors.get(la.block, 0) + n
+            outside = [i for i, la in enumerate(self.layers) if la.block is None]
+            rest = sum(self.layers[i].params for i in outside)
             if root and rest:
-                out.append(self._fsdp_copy("root.fsdp_copy", rest, None))
+                n = len(layer_tensors(self.layers, outside))
+                out.append(self._fsdp_copy("root.fsdp_copy", rest, None, n))
         prev: int | None = None
         for la in layers:
             if k.fsdp_copies and la.block is not None and la.block != prev:
+                b = la.block
                 out.append(
-                    self._fsdp_copy(f"layer{la.block}.fsdp_copy", unit_params[la.block], la.block)
+                    self._fsdp_copy(f"layer{b}.fsdp_copy", unit_params[b], b, unit_tensors[b])
                 )
             prev = la.block
             if k.fp8 is not None and fp8_linear(la):
@@ -332,16 +339,24 @@ class Net(ConvLayers, AttentionLayers):
         )
         return la if comms == la.fwd_comm else replace(la, fwd_comm=comms)
 
-    def _fsdp_copy(self, name: str, params: int, block: int | None) -> LayerCost:
-        """FSDP2's copies for one unit of ``params`` parameters per micro-batch
-        (:attr:`~perfmodel.workload.kernels.KernelRecipe.fsdp_copies`): forward, the
-        all-gather copy-out (read and write ``p`` bytes per parameter, ``p`` the gathered
-        width: 1 for FP8-gathered weights, else the 16-bit ``param_bytes``); backward, the
-        copy-out of the backward all-gather and the reduce-scatter copy-in (read the 16-bit
+    def _fsdp_copy(self, name: str, params: int, block: int | None, tensors: int) -> LayerCost:
+        """FSDP2's copies for one unit of ``params`` parameters in ``tensors`` tensors per
+        micro-batch (:attr:`~perfmodel.workload.kernels.KernelRecipe.fsdp_copies`): forward,
+        the all-gather copy-out (read and write ``p`` bytes per parameter, ``p`` the 16-bit
+        ``param_bytes``: FP8-gathered weights are counted at it too, not at 1 B); backward,
+        the copy-out of the backward all-gather and the reduce-scatter copy-in (read the 16-bit
         gradient, write ``r = fsdp_reduce_bytes``). A unit held gathered for the step
         (``fsdp_step_share`` ``s > 0``): ``s`` of the forward copy-out and of the copy-in, no
         backward copy-out, and the unsharded gradient's accumulation, ``(p + 2 r)`` bytes per
-        parameter, in every backward; launches rounded half up as the FP8 weight cast's."""
+        parameter in every backward (the first micro-batch's is a copy, ``p + r``, or none
+        without a ``reduce_dtype``: within ``1/m`` of the copy traffic), one launch per
+        parameter tensor (``tensors``, :func:`~perfmodel.workload.layers.layer_tensors`: a
+        fused QKV projection counts one; ``FSDPParamGroup.post_backward`` loops over the
+        unit's parameters;
+        autograd's ``AccumulateGrad`` adds each tensor's), plus the copy-in's launch ``s``
+        rounded half up; the forward's copy-out counts one launch per micro-batch (the
+        compute model's and the host lead's floor of one forward kernel per layer: over by
+        ``1 - s`` launch)."""
         k = self.kernels
         p = float(self.param_bytes)
         r = float(k.fsdp_reduce_bytes)
@@ -350,7 +365,8 @@ class Net(ConvLayers, AttentionLayers):
         s = k.fsdp_step_share
         if s > 0.0:
             once = math.floor(s + 0.5)  # launches of a once-a-step copy per micro-batch
-            fwd, bwd, fk, bk = s * gathered, s * reduce_in + (p + 2.0 * r) * params, once, 1 + once
+            fwd, bwd = s * gathered, s * reduce_in + (p + 2.0 * r) * params
+            fk, bk = 1, tensors + once
         else:
             fwd, bwd, fk, bk = gathered, gathered + reduce_in, 1, 2
         return LayerCost(

@@ -912,8 +912,9 @@ class KernelRecipe:
         (:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`, pipelined): the share of
         one forward copy-out and one reduce-scatter copy-in each micro-batch carries
         (``1 / micro-batches``; no backward all-gather, so no backward copy-out), and every
-        micro-batch's backward accumulates the unsharded gradient instead (read the new 16-bit
-        gradient and the accumulator, write the accumulator, in ``fsdp_reduce_bytes``:
+        micro-batch's backward accumulates the unsharded gradient instead, one launch per
+        parameter tensor (read the new 16-bit gradient and the accumulator, write the
+        accumulator, in ``fsdp_reduce_bytes``; the first micro-batch's is a copy:
         ``FSDPParam.to_accumulated_grad_if_needed`` / ``accumulate_unsharded_grad_if_needed``
         upcast to ``reduce_dtype``, autograd's accumulation in the parameter's dtype without
         one; PyTorch 2.6 ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``). 0: the

@@ -551,6 +551,39 @@ def feeds_gated_activation(linear: LayerCost, nxt: LayerCost | None) -> bool:
     )
 
 
+def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple[int, float]]:
+    """``(layer id, elements)`` of each parameter tensor of the layers ``ids`` (ids into
+    ``layers``, in order): one tensor per layer with parameters, two equal ones for a gated MLP's
+    fused input projection (a linear layer feeding a gated activation,
+    :func:`~perfmodel.workload.layers.feeds_gated_activation`: the zoo's ``fc1`` holds the gate
+    and up matrices, which InternEvo keeps as two tensors, ``FeedForward.w1`` and
+    ``w2``, InternLM ``fa7337b`` ``internlm/model/linear.py`` lines 27-44); a linear layer's
+    bias (its parameters beyond the GEMM's ``k x n`` weight) is a tensor of its own, as
+    ``nn.Linear`` keeps it (InternLM-7B's ``Wqkv.bias`` and ``out_proj.bias``).
+
+    >>> def layer(name, kind, params, width):
+    ...     return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, (1, width))
+    >>> ls = [layer("b.ln2", LayerKind.NORM, 4, 4), layer("b.fc1", LayerKind.LINEAR, 80, 20),
+    ...       layer("b.swiglu", LayerKind.ACTIVATION, 0, 10),
+    ...       layer("b.fc2", LayerKind.LINEAR, 40, 4)]
+    >>> layer_tensors(ls, [0, 1, 2, 3])
+    [(0, 4.0), (1, 40.0), (1, 40.0), (3, 40.0)]
+    """
+    out: list[tuple[int, float]] = []
+    for i in ids:
+        p = float(layers[i].params)
+        if p <= 0:
+            continue
+        g = layers[i].gemm
+        bias = p - g.k * g.n if layers[i].kind is LayerKind.LINEAR and g is not None else 0.0
+        p -= max(bias, 0.0)
+        gated = feeds_gated_activation(layers[i], layers[i + 1] if i + 1 < len(layers) else None)
+        out.extend([(i, p / 2), (i, p / 2)] if gated else [(i, p)])
+        if bias > 0:
+            out.extend([(i, bias / 2), (i, bias / 2)] if gated else [(i, bias)])
+    return out
+
+
 def layer_runs(layers: Sequence[LayerCost]) -> list[tuple[tuple[LayerCost, ...], int]]:
     """``layers`` as ``(block, n)`` pieces in order: ``n`` copies of ``block``'s layers, each
     copy equal to ``block`` in every field but ``name`` and ``block``

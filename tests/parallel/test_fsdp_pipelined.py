@@ -62,6 +62,9 @@ def test_recipe_gathers_once_only_for_pipelined_fsdp2(software: str, pp: int, on
     assert rc.gather_per_step is once
     # FSDP2's copies follow: once a step, 1/m of them per micro-batch
     assert rc.kernels(8).fsdp_step_share == (0.125 if once else 0.0)
+    # and the report says so (its recipe's dict, --explain's lines)
+    assert rc.to_dict()["gather_per_step"] is once
+    assert any("gathered once a step" in line for line in rc.describe(pp=pp)) is once
     if software in ("fsdp", "torchtitan"):
         assert rc.grad_comm.overlap is not once
         assert rc.param_gather.overlap

@@ -13,7 +13,6 @@ from perfmodel.api import Scenario, predict, resolve
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.param_sync import (
-    layer_tensors,
     owner_bytes,
     owner_ranks,
     size_greedy_owner_ranks,
@@ -25,6 +24,7 @@ from perfmodel.parallel.software import get_preset, with_software_options
 from perfmodel.parallel.stack_choices import ParamOwners
 from perfmodel.parallel.taskgraph import CommKind
 from perfmodel.pipeline.lower import build_step, step_workload
+from perfmodel.workload.layers import layer_tensors
 from perfmodel.workload.memory import Optimizer
 
 

@@ -22,9 +22,10 @@ import pytest
 
 from perfmodel.accuracy_scale import ScaleResults, map_training_row, scale_results
 from perfmodel.api import Scenario
-from perfmodel.parallel.param_sync import layer_tensors, owner_ranks, size_greedy_owner_ranks
+from perfmodel.parallel.param_sync import owner_ranks, size_greedy_owner_ranks
 from perfmodel.pipeline.lower import step_workload
 from perfmodel.pipeline.resolve import resolve
+from perfmodel.workload.layers import layer_tensors
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from perfmodel.workload.kernels import (
     optimizer_bytes_per_param,
     repeat_kv_kernels,
 )
-from perfmodel.workload.layers import KernelClass, LayerKind
+from perfmodel.workload.layers import KernelClass, LayerKind, layer_tensors
 
 #: Llama-3.1-8B shapes, two layers, short sequence (fast to build)
 LLAMA = dict(
@@ -183,15 +183,21 @@ def test_fsdp_copies_of_a_unit_held_gathered_for_the_step(reduce: int, m: int) -
     copy-in once a step, ``1/m`` of them per micro-batch, no backward copy-out, and the
     unsharded gradient accumulated every backward: read 2 P (bf16 gradient) and ``r`` P,
     write ``r`` P. Hand-computed with bf16 weights: forward 4 P / m; backward (2 + r) P / m
-    + (2 + 2 r) P. Launches: the once-a-step copies' share rounded half up."""
+    + (2 + 2 r) P. Launches: one accumulation per parameter tensor of the unit
+    (``layer_tensors``: the zoo Llama block's 7, two norms, the fused QKV projection, the
+    output projection, the gate and up halves of the fused input projection and the down
+    projection; torchtitan keeps q, k and v apart, 9) plus the copy-in's share rounded half
+    up; the forward's one (the compute model's floor)."""
     once = _llama(KernelRecipe(fsdp_copies=True, fsdp_reduce_bytes=reduce))
     held = _llama(KernelRecipe(fsdp_copies=True, fsdp_reduce_bytes=reduce, fsdp_step_share=1.0 / m))
     cp = next(la for la in held.layers if la.name == "layer0.fsdp_copy")
     p = sum(la.params for la in held.layers if la.block == 0)
     assert cp.fwd_bytes == pytest.approx(4.0 * p / m)
     assert cp.bwd_bytes == pytest.approx((2.0 + reduce) * p / m + (2.0 + 2.0 * reduce) * p)
-    k = 1 if m <= 2 else 0
-    assert (cp.kernels, cp.bwd_kernels) == (k, 1 + k)
+    idx = [i for i, la in enumerate(held.layers) if la.block == 0]
+    tensors = len(layer_tensors(held.layers, idx))
+    assert tensors == 7
+    assert (cp.kernels, cp.bwd_kernels) == (1, tensors + (1 if m <= 2 else 0))
     # the layers around the copies are the per-micro-batch build's
     rest = [la for la in held.layers if not la.name.endswith("fsdp_copy")]
     assert rest == [la for la in once.layers if not la.name.endswith("fsdp_copy")]
