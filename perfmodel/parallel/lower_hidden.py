@@ -170,7 +170,12 @@ class HiddenCollectives:
         to come on the stage, expert or context parallelism and MoE host synchronisations, a
         TP collective on its own stream that follows its compute, outlasts it or leaves a
         tail, and a chunk of one segment."""
-        if not self.hidden or self.zero3 or self.hsdp or not (self.dp_on and self.overlap):
+        if (
+            not self.hidden
+            or self.gather_every_mb
+            or self.hsdp
+            or not (self.dp_on and self.overlap)
+        ):
             return None
         if not (final_mb or self.reduce_every_mb) or self.gathers_left[s] > 0:
             return None
@@ -363,9 +368,9 @@ class HiddenCollectives:
         leave their compute) and owner broadcasts or interleaved launches of the gathers."""
         if not self.hidden or self.hsdp:
             return None
-        if not (self.zero3 or (phase == "F" and self.gather_early and mb == 0)):
+        if not (self.gather_every_mb or (phase == "F" and self.gather_early and mb == 0)):
             return None
-        if not self.zero3 and (
+        if not self.gather_every_mb and (
             self.aligned_gather or self.rc.param_sync is ParamSync.OWNER_BROADCAST
         ):
             return None
@@ -480,7 +485,7 @@ class HiddenCollectives:
         # (gather_runs' other case: not aligned_gather, no owner broadcasts, no reduction in
         # forward): the same recurrence, anchored on the same gather history; not in a
         # periodic extension's short schedule (m < m_step), whose check refuses chains
-        if self.CHAINS and self.op_tasks and (self.zero3 or self.m == self.m_step):
+        if self.CHAINS and self.op_tasks and (self.gather_every_mb or self.m == self.m_step):
             chain = self._chain_static(plan, k, ch, phase)
             if chain is not None:  # one gather chain (_chain_static's template)
                 static, c_max, two, one, red, n_items = chain
@@ -504,7 +509,7 @@ class HiddenCollectives:
         rows, runs, _, _ = plan
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         add, gpu = self.b.add, self.gpu[s]
-        keep_hist = self.zero3 or self.gathers_left[s] > 0
+        keep_hist = self.gather_every_mb or self.gathers_left[s] > 0
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         ag_label = f"AG {phase}{mb}"
         reducing = any(r[4] for r in rows)
@@ -782,7 +787,9 @@ class HiddenCollectives:
                 if tp_all > 0:
                     out.append(add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_all, head,
                                    tp_label, mb, k))  # fmt: skip
-        if self.zero3 or self.gathers_left[s] > 0:  # the next gathers' anchors: e_{i1 - 1}, e_{i1}
+        if (
+            self.gather_every_mb or self.gathers_left[s] > 0
+        ):  # the next gathers' anchors: e_{i1 - 1}, e_{i1}
             hist.append(a)
             hist.append(b)
         self.first_seg_done[s] = True

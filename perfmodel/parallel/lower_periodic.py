@@ -26,7 +26,7 @@ class PeriodicSchedules:
         """Micro-batches of the short schedule a
         :class:`~perfmodel.parallel.periodic.PeriodicGraph` tries first (0: lower the whole
         step). Only 1F1B (or one stage) and interleaved 1F1B, every micro-batch lowered alike
-        (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch: ``zero3``,
+        (no ZeRO-2/3 or FSDP reductions and gathers per micro-batch: ``gather_every_mb``,
         ``reduce_every_mb``; pipelined FSDP2 gathers in the first micro-batch only and reduces
         after the last, as overlapped ZeRO-1, so it qualifies; no expert or context
         parallelism), and a short schedule of at most 3/4 of the step's micro-batches; the
@@ -51,7 +51,7 @@ class PeriodicSchedules:
         one_f_one_b = plan.schedule is PipelineSchedule.ONE_F_ONE_B or (
             P == 1 and plan.schedule is not PipelineSchedule.GPIPE
         )
-        if not (one_f_one_b or u > 1) or self.owt or self.zero3:
+        if not (one_f_one_b or u > 1) or self.owt or self.gather_every_mb:
             return 0
         if self.reduce_every_mb or plan.ep > 1 or plan.cp > 1:
             return 0

@@ -153,8 +153,8 @@ class PipelineLowering(
         # chunks whose first micro-batch's parameters are still to be gathered (overlapped
         # ZeRO-1/2 gather): until then every segment's compute is a gather's prefetch anchor
         self.gathers_left = [self.V if self.gather_early else 0] * P
-        # the task chunk c's gathers wait on, per stage (aligned_gather; chunks 0 and 1: the
-        # step's start)
+        # per stage, chunk c -> the tasks its gathers wait on under aligned_gather (chunks 0
+        # and 1: the step's start)
         self.gather_launch: list[dict[int, list[int]]] = [{} for _ in range(P)]
         self.host_tid = -1
         self.last_compute = [-1] * P
@@ -177,7 +177,9 @@ class PipelineLowering(
         self.held_bwd: dict[int, tuple[int, float, int, int]] = {}
         self.init_op_tasks()
         self._op_exit = tuple(st <= 0 for st in self.offload_stall)  # forward's _op_exit note
-        if not (self.zero3 or self.gather_early or self.combined or any(self.offload_stall)):
+        if not (
+            self.gather_every_mb or self.gather_early or self.combined or any(self.offload_stall)
+        ):
             for i, ch in enumerate(self.chunks):
                 if len(ch.segments) == 1:
                     seg = ch.segments[0]
@@ -187,17 +189,19 @@ class PipelineLowering(
     def _data_parallel_policy(self, rc: Recipe, plan: ParallelismPlan) -> None:
         """When the recipe ``rc`` gathers parameters and reduces gradients in the step of
         ``plan`` (set once, read by every emitter): ZeRO-3/FSDP lowers one segment per unit
-        (``by_unit``) and gathers every unit in every micro-batch (``zero3``) unless pipelined
-        FSDP2 gathers each unit once a step and reduces after the stage's last backward
-        (:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`); ZeRO-2 on reduces every
-        micro-batch's gradients (``reduce_every_mb``); overlapped ZeRO-1/2 and pipelined FSDP2
-        gather in the first micro-batch's forward (``gather_early``), interleaved Megatron-Core
-        one chunk ahead (``aligned_gather``: ``param_sync_func``), FSDP2 as each chunk's
-        forward starts (its pre-forward hook)."""
+        (``by_unit``) and gathers every unit in every micro-batch (``gather_every_mb``) unless
+        pipelined FSDP2 gathers each unit once a step and reduces after the stage's last
+        backward (:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`); ZeRO-2 on reduces
+        every micro-batch's gradients (``reduce_every_mb``); overlapped ZeRO-1/2 and pipelined
+        FSDP2 gather in the first micro-batch's forward (``gather_early``), interleaved
+        Megatron-Core one chunk ahead (``aligned_gather``: ``param_sync_func``), FSDP2 as each
+        chunk's forward starts (its pre-forward hook). In the lowering's mixins "ZeRO-3/FSDP"
+        gathers mean ``gather_every_mb``, and "overlapped ZeRO-1/2" or "Megatron-Core's first
+        forward" gathers mean ``gather_early``, which pipelined FSDP2 takes too."""
         once = rc.gather_per_step
         stage = rc.sharding.stage
         self.by_unit = stage >= 3
-        self.zero3 = self.by_unit and not once
+        self.gather_every_mb = self.by_unit and not once
         self.reduce_every_mb = stage >= 2 and not once
         self.dp_on = plan.grad_replicas > 1
         self.overlap = rc.grad_comm.overlap and self.dp_on
@@ -319,7 +323,7 @@ class PipelineLowering(
         tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         if self.op_tasks:
             self.compute_emitted(s, dur)
-        if self.zero3 or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
+        if self.gather_every_mb or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
             self.gather_hist[s].append(tid)
         if tp_s <= 0:
             return [tid]
@@ -471,7 +475,7 @@ class PipelineLowering(
             self.first_seg_done[s] = True
         elif (
             self.hidden
-            and (self.zero3 or (self.gather_early and mb == 0))
+            and (self.gather_every_mb or (self.gather_early and mb == 0))
             and (plan := self.gather_runs(s, "F", mb, ch, False)) is not None
         ):
             tids = self.lower_gather_runs(s, "F", mb, c, ch, plan, deps)
@@ -481,7 +485,7 @@ class PipelineLowering(
         for si, seg in enumerate(() if tids else ch.segments):
             sd = list(deps)
             dur = seg.fwd_s
-            if self.zero3 or (self.gather_early and mb == 0):
+            if self.gather_every_mb or (self.gather_early and mb == 0):
                 ag = self.gather(s, seg, f"AG F{mb}.{k}.{si}", after)
                 sd.append(ag)
                 if self.first_seg_done[s]:  # the next unit's gather runs under this one
@@ -642,7 +646,7 @@ class PipelineLowering(
             tids = self.lower_hidden_backward(s, mb, c, hid, deps)
         elif (
             self.hidden
-            and self.zero3
+            and self.gather_every_mb
             and (plan := self.gather_runs(s, "B", mb, ch, final_mb)) is not None
         ):
             tids = self.lower_gather_runs(s, "B", mb, c, ch, plan, deps)
@@ -657,7 +661,7 @@ class PipelineLowering(
         for si, seg in enumerate(() if tids else reversed(ch.segments)):
             sd = list(deps)
             dur = seg.bwd_s + seg.recompute_s
-            if self.zero3:
+            if self.gather_every_mb:
                 ag = self.gather(s, seg, f"AG B{mb}.{k}.{si}")
                 sd.append(ag)
                 dur = self.slowed(dur, self.comm_dur[ag] + prev_grad)
@@ -748,7 +752,7 @@ class PipelineLowering(
 
     def notes(self) -> None:
         b = self.b
-        if self.zero3:
+        if self.gather_every_mb:
             b.notes.append(
                 "ZeRO-3/FSDP: one all-gather per block in forward and backward on its own stream, "
                 "prefetch depth 1"

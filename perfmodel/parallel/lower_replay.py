@@ -116,7 +116,7 @@ class OperationReplay:
         return (
             self.REPLAY
             and low.op_tasks
-            and not (low.zero3 or low.combined or any(low.offload_stall))
+            and not (low.gather_every_mb or low.combined or any(low.offload_stall))
         )
 
     def replayable(self, s: int, fwd: bool, mb: int, k: int) -> bool:
@@ -422,7 +422,7 @@ class OperationReplay:
         ``sT`` (``Timeline.overs``) for the readers of the pieces (the breakdown, the
         periodicity check), which rebuild each piece's interval from it."""
         low: Any = self
-        if not self.OVER_TASKS or tail <= 0 or low.zero3 or low.gathers_left[s] > 0:
+        if not self.OVER_TASKS or tail <= 0 or low.gather_every_mb or low.gathers_left[s] > 0:
             return None
         if low.tp_stream == "compute":
             return None
@@ -444,7 +444,7 @@ class OperationReplay:
         low.chains_inline = 0  # operations run_chain_schedule emitted as gather chains
         return bool(
             low.op_tasks
-            and low.zero3
+            and low.gather_every_mb
             and low.hidden
             and low.CHAINS
             and not (low.hsdp or low.combined or low.gather_early or any(low.offload_stall))

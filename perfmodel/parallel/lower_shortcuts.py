@@ -362,7 +362,7 @@ class LoweringShortcuts:
 
     def _chunk_coarsenable(self, ch: Chunk, phase: str) -> bool:
         """The part of :meth:`coarsenable` that depends on the chunk and phase only."""
-        if not self.coarse or len(ch.segments) < 2 or self.zero3:
+        if not self.coarse or len(ch.segments) < 2 or self.gather_every_mb:
             return False
         if self.tp_stream != "compute":
             fwd = phase == "F"
@@ -406,7 +406,7 @@ class LoweringShortcuts:
     def _chunk_runs(self, ch: Chunk, phase: str) -> CoarseRuns | None:
         """The part of :meth:`coarse_runs` that depends on the chunk and phase only."""
         segs = ch.segments
-        if not self.coarse or len(segs) < 3 or self.zero3 or self.tp_stream == "compute":
+        if not self.coarse or len(segs) < 3 or self.gather_every_mb or self.tp_stream == "compute":
             return None  # too few to split, or coarsenable's own refusals
         if any(seg.ep_cp or seg.host_sync_s for seg in segs):
             return None
@@ -523,7 +523,7 @@ class LoweringShortcuts:
         where the collective outlasts the compute (its exposed part yields to other
         communication)."""
         # read by gather() (its anchors); aligned launches (gather_deps) read none
-        anchor = self.zero3 or (
+        anchor = self.gather_every_mb or (
             self.gathers_left[s] > 0 and not (self.aligned_gather and self.ALIGNED_CHAINS)
         )
         if tp_s > 0:
@@ -569,7 +569,7 @@ class LoweringShortcuts:
         hit = self._op_times.get((self._vkeys[k], phase))
         if hit is None:
             hit = self._shared_op_times(k, phase)
-        if hit is False or self.zero3 or self.gathers_left[s] > 0:
+        if hit is False or self.gather_every_mb or self.gathers_left[s] > 0:
             return -1
         dur, then = hit
         b = self.b
@@ -593,7 +593,7 @@ class LoweringShortcuts:
         segs = self.chunks[k].segments
         if len(segs) != 1 or segs[0].ep_cp or segs[0].host_sync_s:
             return None
-        if self.zero3 or self.combined or any(self.offload_stall):
+        if self.gather_every_mb or self.combined or any(self.offload_stall):
             return None
         return segs[0]
 
@@ -732,7 +732,7 @@ class LoweringShortcuts:
                     out.append(None)
                     continue
             hit = self._shared_op_times(k, phase)
-            if hit is False or self.zero3:
+            if hit is False or self.gather_every_mb:
                 out.append(None)
                 continue
             dur, then = hit  # type: ignore[misc]

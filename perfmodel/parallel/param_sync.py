@@ -29,9 +29,10 @@ broadcasts run in rank order, largest tensor first (``broadcast_params``, ``fa73
 629-647: one ``dist.broadcast`` per owner, all waited for before the next forward).
 :class:`~perfmodel.parallel.stack_choices.ParamOwners` names the two rules.
 
-The model applies the rule to the workload's parameter tensors in order (:func:`~perfmodel.workload.layers.layer_tensors`:
-one per layer, except a gated MLP's fused input projection, ``fc1`` before its SwiGLU, which is
-InternEvo's two matrices ``w1`` and ``w2``, and a linear layer's bias, a tensor of its own), and
+The model applies the rule to the workload's parameter tensors in order
+(:func:`~perfmodel.workload.layers.layer_tensors`: one per layer, except a gated MLP's fused
+input projection, ``fc1`` before its SwiGLU, which is InternEvo's two matrices ``w1`` and
+``w2``, and a linear layer's bias, a tensor of its own), and
 prices each owner's broadcast with the collective model: NCCL's tuner picks ring and protocol per
 broadcast, and the broadcast takes the time of a pipelined chain
 (:func:`perfmodel.comm.closed_form.chain_time`: each network hop of the chain stores one protocol
@@ -147,8 +148,8 @@ def tensor_owner_bytes(
     bytes_per_param: float,
 ) -> list[float]:
     """Bytes each owner broadcasts for the layers ``layer_ids``, given the tensors
-    (:func:`~perfmodel.workload.layers.layer_tensors`) and each tensor's owner; one entry per owner in order of first
-    appearance.
+    (:func:`~perfmodel.workload.layers.layer_tensors`) and each tensor's owner; one entry per
+    owner in order of first appearance.
 
     >>> tensor_owner_bytes([1], [(0, 4.0), (1, 40.0), (1, 40.0)], [0, 0, 1], 2.0)
     [80.0, 80.0]

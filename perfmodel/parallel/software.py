@@ -380,6 +380,10 @@ PRESETS: dict[str, SoftwarePreset] = {
                 "F.scaled_dot_product_attention (is_causal=True): PyTorch 2.6 nightlies pick "
                 "the FlashAttention-2 kernels on H100 (cuDNN deprioritised after 2.5.0, pytorch "
                 "issue #141133; torchtitan PR #1209)",
+                "torchtitan 820504e parallelize_llama.py apply_fsdp: reshard_after_forward = not "
+                "pp_enabled ('to avoid per-microbatch all-gathers'): with PP each unit gathered "
+                "once a step, its gradients reduce-scattered after the stage's last backward "
+                "(Recipe.gather_per_step)",
             ),
             grad_clip=GradClip.FOREACH,
             attention_backend=AttentionBackend.SDPA,

@@ -285,7 +285,9 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     :class:`~perfmodel.parallel.taskgraph.ChainTask` has the same kind, ``duration_s`` and
     ``then_s`` whatever fine tasks it stands for, so the unit check could not tell two chains
     apart, and the extension would not carry the inserted periods' chain rows the breakdown
-    reads (``periodic_count`` offers none where gathers are per micro-batch, ZeRO-3/FSDP).
+    reads (``periodic_count`` offers none where gathers are per micro-batch, ZeRO-3/FSDP;
+    Megatron-Core's and pipelined FSDP2's first-forward gathers lower without chains in a
+    short schedule: ``lower_hidden``'s chains need ``m == m_step``).
     """
     u = graph.unit
     g = graph.short(k)

@@ -213,7 +213,7 @@ class Net(ConvLayers, AttentionLayers):
             for i, la in enumerate(layers):
                 if la.block is not None:
                     unit_params[la.block] = unit_params.get(la.block, 0) + la.params
-                    n = len(layer_tensors(layers, (i,))) if la.params > 0 else 0
+                    n = len(layer_tensors(layers, (i,)))
                     unit_tensors[la.block] = unit_tensors.get(la.block, 0) + n
             outside = [i for i, la in enumerate(self.layers) if la.block is None]
             rest = sum(self.layers[i].params for i in outside)
@@ -351,10 +351,10 @@ class Net(ConvLayers, AttentionLayers):
         parameter in every backward (the first micro-batch's is a copy, ``p + r``, or none
         without a ``reduce_dtype``: within ``1/m`` of the copy traffic), one launch per
         parameter tensor (``tensors``, :func:`~perfmodel.workload.layers.layer_tensors`: a
-        fused QKV projection counts one; ``FSDPParamGroup.post_backward`` loops over the
-        unit's parameters;
-        autograd's ``AccumulateGrad`` adds each tensor's), plus the copy-in's launch ``s``
-        rounded half up; the forward's copy-out counts one launch per micro-batch (the
+        fused QKV projection counts one, and so do a LayerNorm's weight and bias;
+        ``FSDPParamGroup.post_backward`` loops over the unit's parameters, autograd's
+        ``AccumulateGrad`` adds each tensor's), plus the copy-in's launch ``s`` rounded half
+        up; the forward's copy-out counts one launch per micro-batch (the
         compute model's and the host lead's floor of one forward kernel per layer: over by
         ``1 - s`` launch)."""
         k = self.kernels
@@ -366,22 +366,22 @@ class Net(ConvLayers, AttentionLayers):
         if s > 0.0:
             once = math.floor(s + 0.5)  # launches of a once-a-step copy per micro-batch
             fwd, bwd = s * gathered, s * reduce_in + (p + 2.0 * r) * params
-            fk, bk = 1, tensors + once
+            bk = tensors + once
         else:
-            fwd, bwd, fk, bk = gathered, gathered + reduce_in, 1, 2
+            fwd, bwd, bk = gathered, gathered + reduce_in, 2
         return LayerCost(
             name=name,
+            params=0,  # copies of the unit's parameters, counted by its own layers
             kind=LayerKind.OTHER,
             fwd_flop=0.0,
             bwd_input_flop=0.0,
             bwd_weight_flop=0.0,
-            params=0,
             fwd_bytes=fwd,
             bwd_bytes=bwd,
             activation_bytes=0.0,
             output_shape=(1,),  # copies of parameters: no activation tensor
             block=block,
-            kernels=fk,
+            kernels=1,
             bwd_kernels=bk,
             kernel_class=KernelClass.FSDP_COPY,
         )

@@ -898,10 +898,12 @@ class KernelRecipe:
         FSDP2's copies are charged: after each all-gather the flat output is split into the
         unsharded parameters (``foreach_all_gather_copy_out``: ``split_with_sizes_copy``, read
         and write 2 B per parameter, in forward and again in backward: torchtitan reshards after
-        forward), and before each reduce-scatter the 16-bit gradients are copied into the FP32
-        reduce-scatter input (``foreach_reduce_scatter_copy_in``: ``torch._chunk_cat``, 2 B read,
-        4 B written with ``reduce_dtype=float32``), PyTorch ``torch/distributed/_composable/
-        fsdp/_fsdp_collectives.py`` (2.6). Charged per block (one FSDP unit each) and once for
+        forward without pipelining; with it, :attr:`fsdp_step_share`), and before each
+        reduce-scatter the 16-bit gradients are copied into the FP32 reduce-scatter input
+        (``foreach_reduce_scatter_copy_in``: ``torch._chunk_cat``, 2 B read, 4 B written with
+        ``reduce_dtype=float32``), PyTorch ``_fsdp_collectives.py`` (2.6
+        ``torch/distributed/fsdp/_fully_shard/``; 2.5 ``torch/distributed/_composable/fsdp/``).
+        Charged per block (one FSDP unit each) and once for
         the root unit's parameters; the sharded copy-in of the all-gather (1/dp of these bytes)
         is left out.
     fsdp_reduce_bytes

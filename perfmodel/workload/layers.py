@@ -58,7 +58,7 @@ class KernelClass(str, enum.Enum):
     EMBEDDING = "embedding"
     POOL = "pool"
     LOSS = "loss"
-    FSDP_COPY = "fsdp_copy"
+    FSDP_COPY = "fsdp_copy"  # FSDP2's copy-out/copy-in; pipelined, the gradient accumulation too
     OPTIMIZER = "optimizer"
     OTHER = "other"
 
@@ -559,7 +559,9 @@ def layer_tensors(layers: Sequence[LayerCost], ids: Sequence[int]) -> list[tuple
     and up matrices, which InternEvo keeps as two tensors, ``FeedForward.w1`` and
     ``w2``, InternLM ``fa7337b`` ``internlm/model/linear.py`` lines 27-44); a linear layer's
     bias (its parameters beyond the GEMM's ``k x n`` weight) is a tensor of its own, as
-    ``nn.Linear`` keeps it (InternLM-7B's ``Wqkv.bias`` and ``out_proj.bias``).
+    ``nn.Linear`` keeps it (InternLM-7B's ``Wqkv.bias`` and ``out_proj.bias``). Read by
+    InternEvo's owner broadcasts (:mod:`perfmodel.parallel.param_sync`) and FSDP2's
+    gradient-accumulation launches (``Net._fsdp_copy``).
 
     >>> def layer(name, kind, params, width):
     ...     return LayerCost(name, kind, 0.0, 0.0, 0.0, params, 0.0, 0.0, 0.0, (1, width))

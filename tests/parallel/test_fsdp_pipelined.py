@@ -1,11 +1,12 @@
 """FSDP2 under pipeline parallelism gathers each unit once a step and reduces once at its end.
 
 torchtitan sets ``reshard_after_forward = not pp_enabled`` and ``torch.distributed.pipelining``
-turns ``reshard_after_backward`` and ``requires_gradient_sync`` off for every backward but a
-stage's last (:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`): the step's graph has
-one all-gather per FSDP unit of each chunk and one gradient reduce-scatter per stage, whatever
-the number of micro-batches; ZeRO-3 without pipelining (and DeepSpeed's ZeRO-3, whose stack
-gathers per micro-batch) keeps one gather per unit in every forward and backward.
+turns ``reshard_after_backward`` and ``requires_gradient_sync`` off for every backward, then
+runs FSDP's post-backward (reshard, reduce-scatter) after a stage's last
+(:attr:`~perfmodel.parallel.recipe.Recipe.gather_per_step`): the step's graph has one
+all-gather per FSDP unit of each chunk and one gradient reduce-scatter per stage, whatever the
+number of micro-batches; ZeRO-3 without pipelining (and the ``deepspeed-zero3`` preset, whose
+stack gathers per micro-batch) keeps one gather per unit in every forward and backward.
 """
 
 from __future__ import annotations
@@ -99,8 +100,8 @@ def _fine_counts(
 def test_pipelined_fsdp2_gathers_each_unit_once_a_step(
     software: str, extra: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two pipeline stages, 8 micro-batches of one sample (4 each with interleaving's 2
-    chunks per rank): one all-gather per unit of every chunk and one reduce-scatter per stage
+    """Two pipeline stages, 8 micro-batches of one sample (interleaved: 2 chunks per rank):
+    one all-gather per unit of every chunk and one reduce-scatter per stage
     ("grad all" after its last backward), none per micro-batch."""
     heads, m = _fine_counts(software, 2, monkeypatch, **extra)
     assert m == 8
@@ -114,8 +115,10 @@ def test_pipelined_fsdp2_gathers_each_unit_once_a_step(
 def test_unpipelined_fsdp_and_deepspeed_zero3_gather_every_micro_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Without pipelining FSDP gathers each unit in every forward and backward; DeepSpeed's
-    ZeRO-3 does with pipelining too (the per-micro-batch path the pipelined FSDP2 left)."""
+    """Without pipelining FSDP gathers each unit in every forward and backward; the
+    ``deepspeed-zero3`` preset does with pipelining too (the per-micro-batch path the pipelined
+    FSDP2 left; a combination DeepSpeed's ``PipelineEngine`` refuses: docs/design.md
+    "Session 19")."""
     flat, m = _fine_counts("fsdp", 1, monkeypatch)
     assert m == 4 and flat["AG"] == 2 * m * 10 and flat["grad"] == m * 10
     ds, m = _fine_counts("deepspeed-zero3", 2, monkeypatch)
@@ -143,12 +146,12 @@ def test_screen_charges_pipelined_fsdp2_once_a_step() -> None:
     )
 
 
-def test_pipelined_fsdp2_step_is_no_slower_than_per_micro_batch_gathers(
+def test_pipelined_fsdp2_step_is_shorter_than_per_micro_batch_gathers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same pipelined FSDP2 plan with the per-micro-batch path forced back
     (``gather_per_step`` off in its recipe) moves more bytes over the same links: the step
-    is at least as long, and the gathers counted grow with the micro-batches."""
+    is longer."""
     import perfmodel.parallel.lowering as lowering
 
     sc = gpt_scenario(model_args=GPT, global_batch=32, software="fsdp", tp=1, pp=2, dp=4,

@@ -149,7 +149,7 @@ def test_refused_where_gathers_outlast_the_compute() -> None:
     )
     for low, runs in ((slow, False), (fast, True)):
         ch = low.chunks[0]
-        assert low.zero3 and len(ch.segments) >= 3
+        assert low.gather_every_mb and len(ch.segments) >= 3
         plan = low.gather_runs(0, "F", 1, ch, False)
         assert plan is not None and bool(plan[1]) is runs
 

@@ -72,10 +72,11 @@ BUCKETED_GPT = {"layers": 32, "hidden": 2048, "heads": 16, "seq_len": 1024, "voc
 @pytest.mark.parametrize(
     "software, plan, flat",
     [
-        # FSDP / ZeRO-3 / torchtitan chains of one-piece segments, one device per stage
-        ("fsdp", {"dp": 8, "tp": 2, "pp": 2, "nodes": 4}, True),
+        # ZeRO-3 chains of one-piece segments, one device per stage (gathers every micro-batch:
+        # DeepSpeed's ZeRO-3; pipelined FSDP2 gathers once a step, Recipe.gather_per_step)
+        ("deepspeed-zero3", {"dp": 8, "tp": 2, "pp": 2, "nodes": 4}, True),
         (
-            "fsdp",
+            "deepspeed-zero3",
             {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "schedule": "interleaved", "interleave": 2},
             True,
         ),
@@ -91,7 +92,7 @@ BUCKETED_GPT = {"layers": 32, "hidden": 2048, "heads": 16, "seq_len": 1024, "voc
         ),
         ("nemo", {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "model_args": BUCKETED_GPT}, True),
         # hidden gather runs (no flat chains: every event, as before)
-        ("fsdp", {"dp": 2, "tp": 8, "pp": 2, "nodes": 4, "microbatch": 8}, False),
+        ("deepspeed-zero3", {"dp": 2, "tp": 8, "pp": 2, "nodes": 4, "microbatch": 8}, False),
         ("deepspeed-zero3", {"dp": 8, "tp": 1, "pp": 2, "nodes": 2}, False),
     ],
 )

@@ -276,18 +276,11 @@ def _graphs(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> list[TaskGraph]:
 @pytest.mark.parametrize(
     ("software", "tp", "pp", "nodes", "microbatch", "extra", "flat"),
     [
-        # gather-bound: the FSDP groups span the two servers (the order tp,pp,dp; the default
+        # gather-bound: the ZeRO-3 groups span the two servers (the order tp,pp,dp; the default
         # tp,dp,pp keeps a stage's group in one server, where the gathers hide)
         ("deepspeed-zero3", 2, 2, 2, 1, {"placement": "tp,pp,dp"}, True),
-        (
-            "deepspeed-zero3",
-            2,
-            2,
-            2,
-            1,
-            {},
-            False,
-        ),  # the same plan in the default order: gathers hide
+        # the same plan in the default order: gathers hide
+        ("deepspeed-zero3", 2, 2, 2, 1, {}, False),
         (
             "deepspeed-zero3",
             1,
