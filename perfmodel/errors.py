@@ -83,3 +83,17 @@ class OutOfMemoryError(PerfModelError):
 
 class CalibrationError(PerfModelError):
     """A calibration profile is missing fields, is for another device, or is from a newer format."""
+
+
+def did_you_mean(key: str, names: Any, *, cutoff: float = 0.6) -> str:
+    """`` (did you mean 'a', 'b'?)`` for the (at most three) ``names`` closest to ``key``
+    (:func:`difflib.get_close_matches` at ``cutoff``), or ``""``: the hint an unknown
+    scenario key or model argument carries.
+
+    >>> did_you_mean("precison", ["precision", "optimizer"])
+    " (did you mean 'precision'?)"
+    """
+    import difflib
+
+    close = difflib.get_close_matches(str(key), list(names), n=3, cutoff=cutoff)
+    return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""

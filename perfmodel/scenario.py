@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from perfmodel._schema import as_int, as_mapping, as_number, as_str, describe, parse_flag
-from perfmodel.errors import ConfigError, SchemaError
+from perfmodel.errors import ConfigError, SchemaError, did_you_mean
 
 
 class _Default(str):
@@ -354,16 +354,16 @@ def check_keys(
     ConfigError
         Naming ``where`` and the key.
     """
-    import difflib
 
-    taken = {*_FIELD_NAMES, "plan", "microbatch_size"} - set(refused)
+    refused = set(refused)
+    taken = {*_FIELD_NAMES, "plan", "microbatch_size"} - refused
     unknown = sorted({str(k).replace("-", "_") for k in keys} - taken)
     if not unknown:
         return
     key = unknown[0]
     names = sorted({*taken, *also_accepted})
-    close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
-    hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+    # a refused key is a real key taken elsewhere: no look-alike to suggest
+    hint = "" if key in refused else did_you_mean(key, names)
     reason = f": {why[key]}" if why and key in why else ""
     raise ConfigError(
         f"{where}: unknown key {key!r}{hint}{reason}; accepted keys: {', '.join(names)}",

@@ -52,6 +52,7 @@ from perfmodel.cli.compare_checks import (
     check_nodes_cap,
     check_objective,
     statistical_efficiency,
+    systems_per_server,
 )
 from perfmodel.cli.compare_systems import format_systems_search
 from perfmodel.cli.headers import job_header
@@ -555,14 +556,14 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     gpus = _ints(args.gpus, "--gpus")
     if not gpus or len(gpus) != 1:
         raise ConfigError("--search takes one --gpus count (the job's size)", where="--gpus")
-    check_nodes_cap(args, gpus)
+    options = parse_systems(args.systems)
+    check_nodes_cap(args, gpus, systems_per_server(options))
     if args.global_batch is None:
         raise ConfigError("--search needs --global-batch", where="--global-batch")
     batches = _ints(args.global_batch, "--global-batch")
     space = _search_space(args)
     results: list[tuple[str, Any, Any, int, int]] = []  # label, best candidate, result, gpn, dom
     failures: dict[str, str] = {}
-    options = parse_systems(args.systems)
     prices = _system_prices(args, options)
     for opt in options:
         sc = {**base, **opt.overrides, "system": opt.system}
@@ -785,7 +786,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
     base["fidelity"] = args.fidelity
     systems = parse_systems(args.systems)
     gpus = _ints(args.gpus, "--gpus")
-    check_nodes_cap(args, gpus)
+    check_nodes_cap(args, gpus, systems_per_server(systems))
     res = hardware_whatif(
         base,
         systems,

@@ -6,7 +6,7 @@ at all (user21: the what-if exited 0 with ``--objective tta``, ignored), and tha
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from perfmodel.errors import ConfigError
@@ -66,15 +66,15 @@ def check_objective(args: argparse.Namespace) -> None:
 def check_nodes_cap(
     args: argparse.Namespace,
     gpus: Sequence[int] | None,
-    systems: Iterable[tuple[str, int]] | None = None,
+    systems: Iterable[tuple[str, int]],
 ) -> None:
     """An explicit ``--nodes N`` caps every ``--gpus`` count at ``N`` servers of each system
     compared, as ``predict`` reads the same flags (``predict --nodes 1 --gpus 16`` on 8-GPU
     servers is refused: :func:`perfmodel.pipeline.resolve.gpus_beyond_nodes`, its words here,
     the flags named as predict names them). Without ``--nodes`` the search sizes each count's
     servers itself (``ceil(gpus / per server)``, the ``--gpus`` help). ``systems``: ``(name,
-    GPUs per server)`` of ``--system``; ``None``: each ``--systems`` entry's
-    (:func:`perfmodel.search.whatif.catalogue_gpus_per_node`). User23 item 4: ``compare
+    GPUs per server)`` of ``--system``, or of each ``--systems`` entry
+    (:func:`systems_per_server`). User23 item 4: ``compare
     --nodes 1 --gpus 16`` searched two servers, quietly; ``--systems`` dropped ``--nodes``.
 
     Raises
@@ -84,11 +84,6 @@ def check_nodes_cap(
     """
     if args.nodes is None or not gpus:
         return
-    if systems is None:
-        from perfmodel.search.system_option import parse_systems
-        from perfmodel.search.whatif import catalogue_gpus_per_node
-
-        systems = ((o.label, catalogue_gpus_per_node(o)) for o in parse_systems(args.systems))
     from perfmodel.cli.predict_checks import name_the_flags
     from perfmodel.pipeline.resolve import gpus_beyond_nodes
 
@@ -99,3 +94,11 @@ def check_nodes_cap(
             exc = gpus_beyond_nodes(over[0], have, per, name, args.nodes)
             name_the_flags(exc, args, ())  # gpus=16 -> --gpus 16, nodes=2 -> --nodes 2
             raise exc
+
+
+def systems_per_server(options: Iterable[Any]) -> Iterator[tuple[str, int]]:
+    """``(label, GPUs per server)`` of each parsed ``--systems`` entry
+    (:func:`perfmodel.search.whatif.catalogue_gpus_per_node`), for :func:`check_nodes_cap`."""
+    from perfmodel.search.whatif import catalogue_gpus_per_node
+
+    return ((o.label, catalogue_gpus_per_node(o)) for o in options)

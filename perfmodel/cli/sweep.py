@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from perfmodel.cli import _types as ty
@@ -28,7 +27,6 @@ from perfmodel.cli._common import (
     add_typed_arg,
     print_json,
 )
-from perfmodel.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -67,9 +65,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.search.sweep import SweepSpec, run_sweep
+    from perfmodel.search.sweep_check import check_spec_keys
 
     spec = SweepSpec.from_file(args.spec)
-    check_spec_keys(spec)
+    check_spec_keys(spec, why=predict_file_why())  # predict's file keys refused with why
     if args.fidelity:
         spec = SweepSpec(
             {**spec.base, "fidelity": args.fidelity}, spec.axes, spec.zipped, spec.source
@@ -126,23 +125,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_spec_keys(spec: Any) -> None:
-    """Refuse, before any work, a key of the sweep file's ``[base]``, ``[axes]`` or ``[zip]``
-    that no row's scenario takes (:func:`perfmodel.scenario.check_keys`: the closest key and
-    every accepted one; user23 item 3: a typo such as ``precison`` or ``predict``'s file key
-    ``tokens`` in ``[base]`` made every row an error, exit 0). A key of ``predict``'s scenario
-    file that is no scenario key (its token budget, output flags, ``fabric``, ``model_arg``)
-    is refused with why: a sweep row is one step's prediction (``predict`` without those
-    flags), and takes the scenario's own key names.
-
-    Raises
-    ------
-    ConfigError
-        Naming the file, the table and the key.
-    """
+def predict_file_why() -> dict[str, str]:
+    """Why each key of ``predict``'s scenario file that is no scenario key (its token budget,
+    output flags, ``fabric``, ``model_arg``) is refused in a sweep file: a sweep row is one
+    step's prediction (``predict`` without those flags) and takes the scenario's own key names
+    (:func:`perfmodel.search.sweep_check.check_spec_keys`'s ``why``)."""
     from perfmodel.cli.predict import FILE_RUN_KEYS
     from perfmodel.cli.predict_file import ALIASES, OUTPUT_KEYS, TABLES
-    from perfmodel.scenario import check_keys
 
     why = {
         key: f"predict's {flag} (its scenario file reads it too); a sweep row is one "
@@ -157,100 +146,7 @@ def check_spec_keys(spec: Any) -> None:
         (key, f"predict's --{key.replace('_', '-')}; the sweep's key is {to!r}")
         for key, to in (*ALIASES.items(), *TABLES.items())
     )
-    why.update(
-        (
-            str(k),
-            "[base] takes no dotted key (only [axes] and [zip] reach into a table); "
-            f"write a table: [base.{str(k).split('.')[0]}]",
-        )
-        for k in spec.base
-        if "." in str(k)
-    )
-    check_keys(spec.base, where=f"{spec.source}: [base]", why=why)
-    for table, pairs in (("axes", spec.axes), ("zip", spec.zipped)):
-        names = [str(name) for name, _ in pairs]
-        check_keys((n.split(".")[0] for n in names), where=f"{spec.source}: [{table}]", why=why)
-        for name in names:
-            if "." in name:
-                check_sub_key(spec, name, where=f"{spec.source}: [{table}] {name}: ")
-    base_args = spec.base.get("model_args")
-    if isinstance(base_args, Mapping):
-        for model in grid_models(spec):
-            model.check_arguments(list(base_args), where=f"{spec.source}: [base.model_args]: ")
-
-
-#: The scenario keys whose value is a table, which a dotted sweep axis ``KEY.NAME`` reaches into
-#: (:func:`perfmodel.search.sweep_check.set_dotted`).
-TABLE_KEYS = ("model_args", "software_options", "nccl_env", "plan")
-
-
-def check_sub_key(spec: Any, name: str, *, where: str) -> None:
-    """Refuse the dotted axis ``name`` (``KEY.SUB``) whose ``SUB`` its table does not take:
-    a ``model_args`` name that a model of the grid (:func:`grid_models`) has no argument of
-    (the model builder's own check and words, :meth:`ModelInfo.check_arguments
-    <perfmodel.workload.zoo.ModelInfo.check_arguments>`), an unknown ``software_options``
-    name, an ``nccl_env`` variable outside ``NCCL_*``, a ``plan`` key that is no scenario key,
-    and a sub-key of a key that holds one value (``gpus.x``). Each would make every row an
-    error (rev29 item 1).
-
-    Raises
-    ------
-    ConfigError
-        ``where`` first, then why.
-    """
-    from perfmodel.parallel.software import software_option_key
-    from perfmodel.scenario import check_keys
-
-    top, sub = name.split(".")[:2]
-    top = top.replace("-", "_")
-    held = {k.replace("-", "_"): v for k, v in spec.base.items()}.get(top)
-    if top in TABLE_KEYS and held is not None and not isinstance(held, Mapping):
-        raise ConfigError(
-            f"{where}[base] {top} = {held!r} is not a table, so the axis would replace it "
-            f"(rev30): write [base.{top}] as a table (plan: tp = 2, pp = 4)",
-            value=held,
-            where=where.rstrip(": "),
-        )
-    if top == "model_args":
-        for model in grid_models(spec):
-            model.check_arguments([sub], where=where)
-    elif top == "software_options":
-        software_option_key(sub, where=where.rstrip(": "))
-    elif top == "plan":
-        check_keys([sub], where=where.rstrip(": "))
-    elif top == "nccl_env" and not sub.startswith("NCCL_"):
-        raise ConfigError(
-            f"{where}{sub!r} is no NCCL variable (nccl_env takes NCCL_* names)",
-            value=sub,
-            where=where.rstrip(": "),
-        )
-    elif top not in TABLE_KEYS:
-        raise ConfigError(
-            f"{where}{top!r} holds one value, not a table: a dotted key reaches into "
-            f"{', '.join(TABLE_KEYS)} only (model_args.layers)",
-            value=name,
-            where=where.rstrip(": "),
-        )
-
-
-def grid_models(spec: Any) -> list[Any]:
-    """The zoo entries (:class:`perfmodel.workload.zoo.ModelInfo`) of the models the grid's rows
-    build: the values of a ``model`` axis, else ``[base]``'s model, else the scenario's
-    default; a name that is no zoo model is left to
-    :func:`perfmodel.search.sweep_check.check_spec`."""
-    from perfmodel.errors import PerfModelError
-    from perfmodel.scenario import Scenario
-    from perfmodel.workload.zoo import get_model_info
-
-    axis = [values for n, values in (*spec.axes, *spec.zipped) if n == "model"]
-    names = list(axis[0]) if axis else [spec.base.get("model", Scenario.model)]
-    out = []
-    for name in dict.fromkeys(n for n in names if isinstance(n, str)):
-        try:
-            out.append(get_model_info(name))
-        except PerfModelError:
-            continue
-    return out
+    return why
 
 
 def _with_sigterm_as_interrupt(fn: Any) -> Any:

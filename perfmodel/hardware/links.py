@@ -153,13 +153,18 @@ def check_link_numbers(
     ConfigError
         (or ``error``) On the first number that breaks the rule, naming ``where`` and the value.
     """
-    bw, eff, lat = bandwidth_Bps, efficiency, latency_s
-    if not bw > 0:
-        raise error(f"{where}: non-positive bandwidth {bw:g} B/s", value=bw, where=where)
-    if not 0 < eff <= 1:
-        raise error(f"{where}: efficiency {eff} outside (0, 1]", value=eff, where=where)
-    if not lat >= 0:
-        raise error(f"{where}: negative latency {lat:g} s", value=lat, where=where)
+    if not bandwidth_Bps > 0:
+        raise error(
+            f"{where}: non-positive bandwidth {bandwidth_Bps:g} B/s",
+            value=bandwidth_Bps,
+            where=where,
+        )
+    if not 0 < efficiency <= 1:
+        raise error(
+            f"{where}: efficiency {efficiency} outside (0, 1]", value=efficiency, where=where
+        )
+    if not latency_s >= 0:
+        raise error(f"{where}: negative latency {latency_s:g} s", value=latency_s, where=where)
 
 
 def _parse_link(entry: dict[str, Any], where: str) -> LinkTech:

@@ -167,7 +167,7 @@ class DataParallelEmitters:
             dep = [hist[-2]] if len(hist) >= 2 else []
         nbytes = seg.params * self.rc.gather_bytes
         op, dur = CollectiveOp.ALLGATHER, None
-        if self.rc.param_sync is ParamSync.OWNER_BROADCAST and not self.gather_every_mb:
+        if self.rc.param_sync is ParamSync.OWNER_BROADCAST and not self.by_unit:  # ZeRO-1/2's
             op, dur = CollectiveOp.BROADCAST, self.param_sync_s(s, seg.layers)
         return self.dp_collective(
             s,

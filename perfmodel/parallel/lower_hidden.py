@@ -787,9 +787,8 @@ class HiddenCollectives:
                 if tp_all > 0:
                     out.append(add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_all, head,
                                    tp_label, mb, k))  # fmt: skip
-        if (
-            self.gather_every_mb or self.gathers_left[s] > 0
-        ):  # the next gathers' anchors: e_{i1 - 1}, e_{i1}
+        # the next gathers' anchors: e_{i1 - 1}, e_{i1}
+        if self.gather_every_mb or self.gathers_left[s] > 0:
             hist.append(a)
             hist.append(b)
         self.first_seg_done[s] = True

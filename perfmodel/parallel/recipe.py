@@ -421,16 +421,17 @@ class Recipe:
         >>> k.fusion.value, k.fp8.value, k.weight_cast_share
         ('te', 'te-delayed', 0.125)
         """
+        per_mb = 1.0 / max(int(microbatches), 1)  # a once-a-step cost's share of one
         share = 1.0
         if self.fp8 is not None and self.fp8.caches_weights:
-            share = 1.0 / max(int(microbatches), 1)
+            share = per_mb
             if self.fp8_params:  # the weight is FP8 already: only its transpose, 1 + 1 of 4 B
                 share *= 0.5
         return replace(
             self.stack_kernels,
             weight_cast_share=share,
             fsdp_reduce_bytes=self.grad_reduce_bytes,
-            fsdp_step_share=1.0 / max(int(microbatches), 1) if self.gather_per_step else 0.0,
+            fsdp_step_share=per_mb if self.gather_per_step else 0.0,
         )
 
     @property

@@ -175,8 +175,8 @@ def plan_for(p: ParsedScenario, n: int) -> tuple[ParallelismPlan, int]:
 
 def gpus_beyond_nodes(n: int, have: int, per: int, system: str, nodes: Any) -> InfeasiblePlanError:
     """The refusal of ``n`` GPUs on ``nodes`` servers of ``system`` that have ``have`` GPUs,
-    ``per`` on each server (``n > have``): it suggests only what is accepted, ``nodes=ceil(n / per)`` while
-    that stays within :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, else at most the
+    ``per`` on each server (``n > have``): it suggests only what is accepted,
+    ``nodes=ceil(n / per)`` while that stays within :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, else at most the
     GPUs there are (the keys as ``key=value``; the CLI writes them as its flags, ``--nodes 2``:
     :func:`perfmodel.cli.predict_checks.name_the_flags`). ``predict``'s (:func:`_gpus_used`)
     and ``compare``'s, whose explicit ``--nodes`` caps its GPU counts as predict's does."""
@@ -199,11 +199,8 @@ def gpus_beyond_nodes(n: int, have: int, per: int, system: str, nodes: Any) -> I
 
 def _gpus_used(p: ParsedScenario, topo: Topology, system: str, nodes: Any) -> int:
     """The GPUs the run uses (``gpus``, default all of the topology's), at most the
-    topology's. The refusal names the system as given (``system``, not the cluster's
-    ``dgx-h100x2048``) and suggests only what is accepted: ``nodes=ceil(gpus / per server)``
-    while that stays within :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS` (the keys as
-    ``key=value``; ``predict`` writes them as the flags, ``--nodes 2``, where no scenario file
-    set them: :func:`perfmodel.cli.predict_checks.name_the_flags`)."""
+    topology's; more is refused naming the system as given (``system``, not the cluster's
+    ``dgx-h100x2048``), :func:`gpus_beyond_nodes`."""
     n = p.gpus or topo.num_gpus
     if n > topo.num_gpus:
         raise gpus_beyond_nodes(n, topo.num_gpus, topo.gpus_per_node, system, nodes)

@@ -421,8 +421,8 @@ def _isolated_call(evaluator: Evaluator, scenario: Mapping[str, Any]) -> tuple[s
 #: ~200,000 objects each (0.19 s CPU, ``gc.callbacks`` timing on the 2-core development machine)
 #: that found 2,458 objects of cyclic garbage in all; at 1,000,000 none ran. A plan that holds
 #: more still meets a collection every million allocations (memory stays bounded; the worker's
-#: peak resident set, ``ru_maxrss``, was ~146 MiB either way), and the collector frees only unreachable
-#: cycles, so every result is the same.
+#: peak resident set, ``ru_maxrss``, was ~146 MiB either way), and the collector frees only
+#: unreachable cycles, so every result is the same.
 WORKER_YOUNG_THRESHOLD = 1_000_000
 
 

@@ -727,12 +727,14 @@ class PlanScreen(ScreenGroups):
         key = (plan, per_replica, strides)
         hit = self._stage_mems.get(key) if self.MEMO_MEMORY else None
         if hit is None:
-            hit = self._stage_mems[key] = self._fuller_stage(plan, per_replica, strides)
+            hit = self._fuller_stage(plan, per_replica, strides)
+            if self.MEMO_MEMORY:
+                self._stage_mems[key] = hit
         mem, equal = hit
-        from perfmodel.parallel.plan import DPMode
-
-        crossbow = plan.dp_mode is DPMode.CROSSBOW
         if (plan.pp > 1 and not equal) or near_capacity(mem.total_bytes, self.capacity_bytes):
+            from perfmodel.parallel.plan import DPMode
+
+            crossbow = plan.dp_mode is DPMode.CROSSBOW
             mb = {} if crossbow else {"microbatch": plan.microbatch_size}
             merged = {k: v for k, v in {**self.base, **fields, **mb}.items() if v is not None}
             key2 = repr(sorted(merged.items()))  # an auto-size probe and its explicit plan: once

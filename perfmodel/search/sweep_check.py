@@ -82,6 +82,121 @@ def check_spec(spec: SweepSpec) -> None:
         for v in _distinct(values):
             _check_value(spec, section, name, v, {**first, name: v})
     _check_gpu_counts(spec)
+    check_spec_keys(spec)  # [base] keys and dotted sub-keys no axis value reaches
+
+
+def check_spec_keys(spec: SweepSpec, *, why: Mapping[str, str] | None = None) -> None:
+    """Refuse, before any work, a key of the sweep file's ``[base]``, ``[axes]`` or ``[zip]``
+    that no row's scenario takes (:func:`perfmodel.scenario.check_keys`: the closest key and
+    every accepted one; user23 item 3: a typo such as ``precison`` in ``[base]`` made every
+    row an error, exit 0), and a dotted axis whose sub-key its table does not take
+    (:func:`check_sub_key`). ``why``: the reason to give for a refused key (``perfmodel
+    sweep`` explains ``predict``'s scenario-file keys that are no scenario keys,
+    ``cli.sweep.predict_file_why``). :func:`check_spec` runs it, so the API's
+    :func:`~perfmodel.search.sweep.run_sweep` refuses what the CLI refuses.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the table and the key.
+    """
+    from perfmodel.scenario import check_keys
+
+    why = dict(why or {})
+    why.update(
+        (
+            str(k),
+            "[base] takes no dotted key (only [axes] and [zip] reach into a table); "
+            f"write a table: [base.{str(k).split('.')[0]}]",
+        )
+        for k in spec.base
+        if "." in str(k)
+    )
+    check_keys(spec.base, where=f"{spec.source}: [base]", why=why)
+    for table, pairs in (("axes", spec.axes), ("zip", spec.zipped)):
+        names = [str(name) for name, _ in pairs]
+        check_keys((n.split(".")[0] for n in names), where=f"{spec.source}: [{table}]", why=why)
+        for name in names:
+            if "." in name:
+                check_sub_key(spec, name, where=f"{spec.source}: [{table}] {name}: ")
+    base_args = spec.base.get("model_args")
+    if isinstance(base_args, Mapping):
+        for model in grid_models(spec):
+            model.check_arguments(list(base_args), where=f"{spec.source}: [base.model_args]: ")
+
+
+#: The scenario keys whose value is a table, which a dotted sweep axis ``KEY.NAME`` reaches into
+#: (:func:`perfmodel.search.sweep_check.set_dotted`).
+TABLE_KEYS = ("model_args", "software_options", "nccl_env", "plan")
+
+
+def check_sub_key(spec: Any, name: str, *, where: str) -> None:
+    """Refuse the dotted axis ``name`` (``KEY.SUB``) whose ``SUB`` its table does not take:
+    a ``model_args`` name that a model of the grid (:func:`grid_models`) has no argument of
+    (the model builder's own check and words, :meth:`ModelInfo.check_arguments
+    <perfmodel.workload.zoo.ModelInfo.check_arguments>`), an unknown ``software_options``
+    name, an ``nccl_env`` variable outside ``NCCL_*``, a ``plan`` key that is no scenario key,
+    and a sub-key of a key that holds one value (``gpus.x``). Each would make every row an
+    error (rev29 item 1).
+
+    Raises
+    ------
+    ConfigError
+        ``where`` first, then why.
+    """
+    from perfmodel.parallel.software import software_option_key
+    from perfmodel.scenario import check_keys
+
+    top, sub = name.split(".")[:2]
+    top = top.replace("-", "_")
+    held = {k.replace("-", "_"): v for k, v in spec.base.items()}.get(top)
+    if top in TABLE_KEYS and held is not None and not isinstance(held, Mapping):
+        raise ConfigError(
+            f"{where}[base] {top} = {held!r} is not a table, so the axis would replace it "
+            f"(rev30): write [base.{top}] as a table (plan: tp = 2, pp = 4)",
+            value=held,
+            where=where.rstrip(": "),
+        )
+    if top == "model_args":
+        for model in grid_models(spec):
+            model.check_arguments([sub], where=where)
+    elif top == "software_options":
+        software_option_key(sub, where=where.rstrip(": "))
+    elif top == "plan":
+        check_keys([sub], where=where.rstrip(": "))
+    elif top == "nccl_env" and not sub.startswith("NCCL_"):
+        raise ConfigError(
+            f"{where}{sub!r} is no NCCL variable (nccl_env takes NCCL_* names)",
+            value=sub,
+            where=where.rstrip(": "),
+        )
+    elif top not in TABLE_KEYS:
+        raise ConfigError(
+            f"{where}{top!r} holds one value, not a table: a dotted key reaches into "
+            f"{', '.join(TABLE_KEYS)} only (model_args.layers)",
+            value=name,
+            where=where.rstrip(": "),
+        )
+
+
+def grid_models(spec: Any) -> list[Any]:
+    """The zoo entries (:class:`perfmodel.workload.zoo.ModelInfo`) of the models the grid's rows
+    build: the values of a ``model`` axis, else ``[base]``'s model, else the scenario's
+    default; a name that is no zoo model is left to
+    :func:`perfmodel.search.sweep_check.check_spec`."""
+    from perfmodel.errors import PerfModelError
+    from perfmodel.scenario import Scenario
+    from perfmodel.workload.zoo import get_model_info
+
+    axis = [values for n, values in (*spec.axes, *spec.zipped) if n == "model"]
+    names = list(axis[0]) if axis else [spec.base.get("model", Scenario.model)]
+    out = []
+    for name in dict.fromkeys(n for n in names if isinstance(n, str)):
+        try:
+            out.append(get_model_info(name))
+        except PerfModelError:
+            continue
+    return out
 
 
 def set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:

@@ -48,7 +48,6 @@ from perfmodel.scenario import HARDWARE_FIELDS
 from perfmodel.search._eval import Evaluator, default_evaluator
 from perfmodel.search.cost import Pricing
 from perfmodel.search.system_option import SystemOption, option_error
-from perfmodel.search.system_option import parse_systems as parse_systems  # its old home
 
 #: Scenario keys of an option's overrides that shape its hardware (what ``topology_of`` reads)
 _HARDWARE_KEYS = frozenset({*HARDWARE_FIELDS, "calibration"} - {"system", "nodes", "nccl"})

@@ -209,23 +209,28 @@ class Net(ConvLayers, AttentionLayers):
         out: list[LayerCost] = []
         unit_params: dict[int, int] = {}
         unit_tensors: dict[int, int] = {}  # parameter tensors (FSDP2's accumulation launches)
+        held = k.fsdp_step_share > 0.0  # tensors counted only where _fsdp_copy reads them
         if k.fsdp_copies:
             for i, la in enumerate(layers):
                 if la.block is not None:
                     unit_params[la.block] = unit_params.get(la.block, 0) + la.params
-                    n = len(layer_tensors(layers, (i,)))
-                    unit_tensors[la.block] = unit_tensors.get(la.block, 0) + n
-            outside = [i for i, la in enumerate(self.layers) if la.block is None]
-            rest = sum(self.layers[i].params for i in outside)
-            if root and rest:
-                n = len(layer_tensors(self.layers, outside))
-                out.append(self._fsdp_copy("root.fsdp_copy", rest, None, n))
+                    if held:
+                        n = len(layer_tensors(layers, (i,)))
+                        unit_tensors[la.block] = unit_tensors.get(la.block, 0) + n
+            if root:
+                outside = [i for i, la in enumerate(self.layers) if la.block is None]
+                rest = sum(self.layers[i].params for i in outside)
+                if rest:
+                    n = len(layer_tensors(self.layers, outside)) if held else 0
+                    out.append(self._fsdp_copy("root.fsdp_copy", rest, None, n))
         prev: int | None = None
         for la in layers:
             if k.fsdp_copies and la.block is not None and la.block != prev:
                 b = la.block
                 out.append(
-                    self._fsdp_copy(f"layer{b}.fsdp_copy", unit_params[b], b, unit_tensors[b])
+                    self._fsdp_copy(
+                        f"layer{b}.fsdp_copy", unit_params[b], b, unit_tensors.get(b, 0)
+                    )
                 )
             prev = la.block
             if k.fp8 is not None and fp8_linear(la):

@@ -71,21 +71,23 @@ def test_recipe_gathers_once_only_for_pipelined_fsdp2(software: str, pp: int, on
         assert rc.param_gather.overlap
 
 
-def _fine_counts(
-    software: str, pp: int, monkeypatch: pytest.MonkeyPatch, **plan: object
-) -> tuple[Counter, int]:
-    """Collectives of the fine (uncoarsened) step graph of a GPT of 8 blocks on one DGX A100
-    (micro-batch 1, global batch 32) by label head (``AG``, ``grad``), and the step's
-    micro-batches."""
-    sc = gpt_scenario(model_args=GPT, global_batch=32, software=software, tp=1, pp=pp,
-                      dp=8 // pp, microbatch=1, **plan)  # fmt: skip
+def _fine_graph(monkeypatch: pytest.MonkeyPatch, **kw: object):
+    """The fine (uncoarsened) step graph of a GPT of 8 blocks on one DGX A100 (micro-batch 1,
+    global batch 32)."""
+    sc = gpt_scenario(model_args=GPT, global_batch=32, tp=1, microbatch=1, **kw)
     with monkeypatch.context() as mp:
         mp.setattr(lower_stage, "lower", functools.partial(lower_step.lower, coarse=False))
         mp.setattr(api, "_REPORTS", {})
-        report = predict(sc, baseline=False)
-    heads = Counter(
-        t.label.split(" ")[0] for t in report.timeline.graph.tasks if t.kind.name == "COLLECTIVE"
-    )
+        return predict(sc, baseline=False).timeline.graph
+
+
+def _fine_counts(
+    software: str, pp: int, monkeypatch: pytest.MonkeyPatch, **plan: object
+) -> tuple[Counter, int]:
+    """:func:`_fine_graph`'s collectives by label head (``AG``, ``grad``), and the step's
+    micro-batches."""
+    g = _fine_graph(monkeypatch, software=software, pp=pp, dp=8 // pp, **plan)
+    heads = Counter(t.label.split(" ")[0] for t in g.tasks if t.kind.name == "COLLECTIVE")
     return heads, 32 // (8 // pp)
 
 
@@ -170,15 +172,6 @@ def test_pipelined_fsdp2_step_is_shorter_than_per_micro_batch_gathers(
     assert every > once
 
 
-def _fine_graph(monkeypatch: pytest.MonkeyPatch, **kw: object):
-    """The fine step graph of a pipelined GPT of 8 blocks on one DGX A100."""
-    sc = gpt_scenario(model_args=GPT, global_batch=32, tp=1, microbatch=1, **kw)
-    with monkeypatch.context() as mp:
-        mp.setattr(lower_stage, "lower", functools.partial(lower_step.lower, coarse=False))
-        mp.setattr(api, "_REPORTS", {})
-        return predict(sc, baseline=False).timeline.graph
-
-
 def test_interleaved_fsdp2_gathers_as_each_chunk_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     """FSDP2's pre-forward hook gathers a chunk's units as its forward starts, prefetching one
     unit ahead: every gather waits for nothing or for a compute of its own device (the one two
@@ -227,7 +220,8 @@ def test_screen_fills_every_stage_with_interleaved_pipelined_fsdp2() -> None:
     rc = _recipe("fsdp", dp=4, pp=4)
 
     def dp_s(recipe, schedule: str) -> float:
-        return PlanScreen._dp_s(fake, recipe, st, 4, 1, 4, 8, (0.1, 0.2), schedule)  # type: ignore[arg-type]
+        args = (recipe, st, 4, 1, 4, 8, (0.1, 0.2), schedule)
+        return PlanScreen._dp_s(fake, *args)  # type: ignore[arg-type]
 
     gather = 1e9 * rc.gather_bytes * 1e-9
     red = 1e9 * rc.grad_reduce_bytes * 1e-9

@@ -151,6 +151,15 @@ CASES = {
         software="crossbow",
     ),
 }
+# pipelined FSDP2: each unit gathered once a step, reduce-scattered after the stage's last
+# backward (Recipe.gather_per_step, session 19): the fsdp case on two pipeline stages
+CASES["fsdp-pp2"] = {
+    **CASES["fsdp"],
+    "batch_per_gpu": None,
+    "global_batch": 32,
+    "microbatch": 2,
+    "pp": 2,
+}
 #: name -> (analytic step time s, graph hash, tasks); see the module docstring
 GOLDEN = {
     "ddp-resnet": (0.032916543110067115, "d11692a6f318f023", 18),
@@ -159,6 +168,7 @@ GOLDEN = {
     "interleaved": (0.014443015609565929, "76c827b2c24740c9", 129),
     "mcore-il": (0.025177388572735312, "9b66b3aaba453e3a", 256),
     "fsdp": (0.007698341581929262, "21cc120c9ecc1ec4", 33),
+    "fsdp-pp2": (0.017569927923015306, "51236708501f1050", 71),
     "zero2": (0.007310207654298593, "9651534a8fe87d23", 7),
     "owt": (0.042946288660748094, "c4969affcdbb5a3d", 6),
     "ps": (0.14827660521294028, "14b7b2986bcab21f", 5),

@@ -15,7 +15,8 @@ from perfmodel.search.compare_table import format_table
 from perfmodel.search.cost import Pricing
 from perfmodel.search.plans import ModelFamily, ModelShape
 from perfmodel.search.plots import plot_whatif
-from perfmodel.search.whatif import hardware_whatif, parse_systems
+from perfmodel.search.system_option import parse_systems
+from perfmodel.search.whatif import hardware_whatif
 
 
 def test_gantt_has_a_legend(tmp_path) -> None:

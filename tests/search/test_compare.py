@@ -14,8 +14,9 @@ from perfmodel.search.compare_table import format_table
 from perfmodel.search.cost import Pricing, parse_prices
 from perfmodel.search.plans import ModelFamily, ModelShape, SearchSpace
 from perfmodel.search.ranking import best_in_top_k, group_ranking, kendall_tau
+from perfmodel.search.system_option import SystemOption, parse_systems
 from perfmodel.search.tta import StatisticalEfficiency
-from perfmodel.search.whatif import SystemOption, format_whatif, hardware_whatif, parse_systems
+from perfmodel.search.whatif import format_whatif, hardware_whatif
 
 SHAPE = ModelShape(num_blocks=32, num_heads=32, family=ModelFamily.TRANSFORMER)
 BASE = {"system": "toy", "model": "toy"}

@@ -11,10 +11,10 @@ import pytest
 from perfmodel.cli import main
 from perfmodel.hardware import get_gpu
 from perfmodel.search.cost import Pricing
+from perfmodel.search.system_option import parse_systems
 from perfmodel.search.whatif import (
     hardware_whatif,
     listed_prices,
-    parse_systems,
     per_million_tokens_lines,
     per_token_figures,
 )

@@ -4,7 +4,8 @@ Before, the screen's report had no ``memory_tight``, so a screened-only row of `
 compare`` never got the ``!`` mark however close to capacity (llama2_7b on 2 A100 80GB, global
 batch 8: ``dp1 tp1 pp2 mb8 1f1b rc=full`` at 70.4 GiB unmarked while a 69.2 GiB analytic row
 was marked; ``predict`` calls it tight). Since session 18 that plan is 70.6 GiB: its last stage
-keeps the input it receives (``perfmodel.workload.memory.first_block_input_elements``). The screen's memory is predict's
+keeps the input it receives (``perfmodel.workload.memory.first_block_input_elements``). The
+screen's memory is predict's
 (:mod:`perfmodel.search.screen_memory`), and the mark is predict's rule on it
 (:func:`perfmodel.intervals.memory.stage_tight`).
 """

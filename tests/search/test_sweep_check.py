@@ -152,3 +152,25 @@ def test_spec_point_is_the_points_scenario() -> None:
         for axis_values, sc in spec.points(grouped=grouped):
             assert spec.point(axis_values) == sc and sc["model_args"]["depth"] in (3, 4)
     assert spec.base["model_args"] == {"depth": 2}  # copied, not changed
+
+
+@pytest.mark.parametrize(
+    ("base", "axes", "match"),
+    [
+        ({"precison": "fp16"}, {"gpus": [1, 2]}, r"\[base\].*'precison'.*did you mean 'precision'"),
+        ({}, {"model_args.hiden": [512, 1024]}, r"\[axes\] model_args\.hiden"),
+        ({}, {"software_options.bucket_mbb": [25, 50]}, r"bucket_mbb"),
+    ],
+)
+def test_the_api_refuses_what_the_cli_refuses(
+    tmp_path: Path, base: dict, axes: dict, match: str
+) -> None:
+    """``run_sweep`` (the API) checks ``[base]`` keys and dotted sub-keys before any work, as
+    ``perfmodel sweep`` does (:func:`perfmodel.search.sweep_check.check_spec_keys` in
+    ``check_spec``): before, a ``[base]`` typo made every row an error row."""
+    from perfmodel.errors import ConfigError
+
+    spec = _spec(axes, base={"model": "gpt", **base})
+    with pytest.raises(ConfigError, match=match):
+        run_sweep(spec, tmp_path / "rows.jsonl", progress=None)
+    assert not (tmp_path / "rows.jsonl").exists()

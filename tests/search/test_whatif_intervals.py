@@ -19,11 +19,11 @@ from perfmodel.intervals.wording import error_clause
 from perfmodel.search.compare import _prune_reason
 from perfmodel.search.compare_table import WRAP_COLUMNS, wrap
 from perfmodel.search.cost import Pricing
+from perfmodel.search.system_option import parse_systems
 from perfmodel.search.whatif import (
     default_gpu_counts,
     format_whatif,
     hardware_whatif,
-    parse_systems,
 )
 from tests.search.search_fakes import fake_system_predict
 

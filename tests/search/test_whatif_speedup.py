@@ -8,7 +8,8 @@ import pytest
 from search_fakes import fake_system_predict
 
 from perfmodel.api import Scenario, predict
-from perfmodel.search.whatif import OWN_REF_BASIS, format_whatif, hardware_whatif, parse_systems
+from perfmodel.search.system_option import parse_systems
+from perfmodel.search.whatif import OWN_REF_BASIS, format_whatif, hardware_whatif
 
 BASE = {
     "model": "gpt2",

@@ -70,39 +70,48 @@ BUCKETED_GPT = {"layers": 32, "hidden": 2048, "heads": 16, "seq_len": 1024, "voc
 
 
 @pytest.mark.parametrize(
-    "software, plan, flat",
+    "software, plan, flat, chains",
     [
         # ZeRO-3 chains of one-piece segments, one device per stage (gathers every micro-batch:
         # DeepSpeed's ZeRO-3; pipelined FSDP2 gathers once a step, Recipe.gather_per_step)
-        ("deepspeed-zero3", {"dp": 8, "tp": 2, "pp": 2, "nodes": 4}, True),
+        ("deepspeed-zero3", {"dp": 8, "tp": 2, "pp": 2, "nodes": 4}, True, 32),
         (
             "deepspeed-zero3",
             {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "schedule": "interleaved", "interleave": 2},
             True,
+            64,
         ),
         # the ZeRO-3 groups across the two servers (the order tp,pp,dp; the default tp,dp,pp
         # keeps a stage's group in one server, where the gathers hide)
-        ("deepspeed-zero3", {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "placement": "tp,pp,dp"}, True),
-        ("torchtitan", {"dp": 8, "tp": 2, "pp": 1, "nodes": 2}, True),
+        (
+            "deepspeed-zero3",
+            {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "placement": "tp,pp,dp"},
+            True,
+            64,
+        ),
+        ("torchtitan", {"dp": 8, "tp": 2, "pp": 1, "nodes": 2}, True, 16),
         # Megatron-Core's and NeMo's first forward as a chain (1F1B, distributed optimizer)
         (
             "megatron-core",
             {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "model_args": BUCKETED_GPT},
             True,
+            2,
         ),
-        ("nemo", {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "model_args": BUCKETED_GPT}, True),
+        ("nemo", {"dp": 4, "tp": 2, "pp": 2, "nodes": 2, "model_args": BUCKETED_GPT}, True, 2),
         # hidden gather runs (no flat chains: every event, as before)
-        ("deepspeed-zero3", {"dp": 2, "tp": 8, "pp": 2, "nodes": 4, "microbatch": 8}, False),
-        ("deepspeed-zero3", {"dp": 8, "tp": 1, "pp": 2, "nodes": 2}, False),
+        ("deepspeed-zero3", {"dp": 2, "tp": 8, "pp": 2, "nodes": 4, "microbatch": 8}, False, 16),
+        ("deepspeed-zero3", {"dp": 8, "tp": 1, "pp": 2, "nodes": 2}, False, 32),
     ],
 )
 def test_class_seconds_with_transitions_is_the_event_sweep(
-    monkeypatch: pytest.MonkeyPatch, software: str, plan: dict, flat: bool
+    monkeypatch: pytest.MonkeyPatch, software: str, plan: dict, flat: bool, chains: int
 ) -> None:
     tl = _timeline(software, monkeypatch, **{"model_args": GPT, "global_batch": 64, **plan})
     T = tl.makespan_s
     windows = [(0.0, T), (0.0, T * 1.25), (T * 0.3, T * 0.6), (T * 0.5, T * 0.5 + 1e-4)]
-    assert tl.chains  # chains either way
+    # chains either way, as many as the case's kind lowers (measured; a case that stops
+    # chaining per micro-batch, as pipelined fsdp did in session 19, falls below)
+    assert len(tl.chains) >= chains
     assert (_split_devices(tl, windows) > 0) == flat  # the shortcut taken where it applies
 
 
@@ -121,7 +130,8 @@ def test_any_window_of_a_chained_step(
     transition."""
     with pytest.MonkeyPatch.context() as m:
         extra = {"schedule": "interleaved", "interleave": 2} if interleaved else {}
-        # gather-bound: data-parallel groups across the two servers (the order tp,pp,dp)
+        # gather-bound: data-parallel groups across the two servers (the order tp,pp,dp;
+        # pipelined fsdp chains its first forward only, deepspeed-zero3 every micro-batch)
         tl = _timeline(software, m, model_args=GPT, global_batch=32, dp=4, tp=2, pp=2,
                        nodes=2, placement="tp,pp,dp", **extra)  # fmt: skip
     T = tl.makespan_s

@@ -171,8 +171,10 @@ def test_gpt3_zero3_plans_of_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> N
 
     total = runs = 0
     for p in _plans()[1:10]:
-        sc = Scenario.from_dict({**BASE175, **{k: p[k] for k in PLAN_KEYS}, "software": "deepspeed-zero3",
-                                 "fidelity": "analytic"})  # fmt: skip
+        keys = {k: p[k] for k in PLAN_KEYS}
+        sc = Scenario.from_dict(
+            {**BASE175, **keys, "software": "deepspeed-zero3", "fidelity": "analytic"}
+        )
         with_chains, without, chains = _both(sc, monkeypatch)
         assert with_chains == without
         total += chains
@@ -293,8 +295,8 @@ def test_pickled_chains_schedule_as_the_original(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(api, "_REPORTS", {})
     monkeypatch.setattr(engine, "_list_schedule", spy)
-    sc = gpt_scenario(model_args=GPT, global_batch=128, software="deepspeed-zero3", nodes=1, dp=4, tp=1,
-                      pp=2, microbatch=4)  # fmt: skip
+    sc = gpt_scenario(model_args=GPT, global_batch=128, software="deepspeed-zero3", nodes=1,
+                      dp=4, tp=1, pp=2, microbatch=4)  # fmt: skip
     predict(sc, baseline=False)
     monkeypatch.undo()
     for g in graphs:
@@ -449,8 +451,8 @@ def test_no_chain_where_gathers_and_reductions_share_a_stream(
     :func:`test_gather_bound_shapes_take_chains_and_equal_the_fine_tasks`)."""
     import perfmodel.parallel.recipe as recipe
 
-    sc = gpt_scenario(model_args=GPT, global_batch=64, software="deepspeed-zero3", nodes=2, dp=4, tp=2,
-                      pp=2, microbatch=1)  # fmt: skip
+    sc = gpt_scenario(model_args=GPT, global_batch=64, software="deepspeed-zero3", nodes=2,
+                      dp=4, tp=2, pp=2, microbatch=1)  # fmt: skip
     assert _both(sc, monkeypatch)[2] > 0  # on "ag": chains
     monkeypatch.setattr(recipe, "STREAM_GATHER", recipe.STREAM_DP)
     with_chains, without, chains = _both(sc, monkeypatch)

@@ -328,8 +328,9 @@ def test_every_encoded_mark_is_a_mark(
     hidden gather run, the last reduction's end): the list schedule reads it unchecked, and an
     index past the marks would read a start value. In the plan of hidden gather runs some
     index is past one mark per item and the last reduction's (a run's second mark)."""
-    sc = gpt_scenario(model_args=GPT, global_batch=64 * nodes, software="deepspeed-zero3", nodes=nodes,
-                      dp=8 * nodes // (tp * pp), tp=tp, pp=pp, microbatch=microbatch)  # fmt: skip
+    sc = gpt_scenario(model_args=GPT, global_batch=64 * nodes, software="deepspeed-zero3",
+                      nodes=nodes, dp=8 * nodes // (tp * pp), tp=tp, pp=pp,
+                      microbatch=microbatch)  # fmt: skip
     read = past_items = 0
     for g in _graphs(sc, monkeypatch):
         tl = _list_schedule(g)
@@ -358,8 +359,10 @@ def test_gpt3_zero3_plans_lazy_equal_eager(monkeypatch: pytest.MonkeyPatch) -> N
 
     lazy = 0
     for p in _plans()[1:10]:
-        sc = Scenario.from_dict({**BASE175, **{k: p[k] for k in PLAN_KEYS}, "software": "deepspeed-zero3",
-                                 "fidelity": "analytic"})  # fmt: skip
+        keys = {k: p[k] for k in PLAN_KEYS}
+        sc = Scenario.from_dict(
+            {**BASE175, **keys, "software": "deepspeed-zero3", "fidelity": "analytic"}
+        )
         for g in _graphs(sc, monkeypatch):
             lazy += _assert_lazy_is_eager(g, monkeypatch)
     assert lazy >= 6144  # the gather-bound dp8 tp16 pp8 interleaved plan's chains at least

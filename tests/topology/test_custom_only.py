@@ -11,7 +11,7 @@ import pytest
 
 from perfmodel.api import Scenario, predict
 from perfmodel.errors import ConfigError
-from perfmodel.search.whatif import SystemOption, parse_systems
+from perfmodel.search.system_option import SystemOption, parse_systems
 from perfmodel.topology.builders import build_system
 
 SMALL = {"model": "resnet50", "batch_per_gpu": 8, "gpus": 1, "fidelity": "analytic"}

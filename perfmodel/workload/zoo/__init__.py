@@ -22,7 +22,7 @@ from typing import Any
 from perfmodel._memo import BoundedMemo
 from perfmodel._schema import FLAG_WORDS
 from perfmodel.dtypes import Precision
-from perfmodel.errors import ConfigError, InfeasiblePlanError
+from perfmodel.errors import ConfigError, InfeasiblePlanError, did_you_mean
 from perfmodel.workload._net import WHOLE_RANK, Net, RankLayout
 from perfmodel.workload.kernels import DEFAULT_KERNELS, KernelRecipe
 from perfmodel.workload.layers import LayerCost, Workload, runs_isum
@@ -92,8 +92,7 @@ class ModelInfo:
         for key in keys:
             if key in accepted:
                 continue
-            close = difflib.get_close_matches(str(key), sorted(accepted), n=3, cutoff=0.6)
-            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+            hint = did_you_mean(str(key), sorted(accepted))
             raise ConfigError(
                 f"{where}model {self.name} has no argument {key!r}{hint}; it accepts "
                 f"{', '.join(sorted(accepted)) or 'none'}",
