@@ -69,6 +69,15 @@ TF_MIRRORED_SPLIT_PER_SAMPLE_S = 35.9 * units.us
 
 _MB = units.MiB  # DDP's bucket_cap_mb and Horovod's fusion threshold are binary megabytes
 
+#: Why the DeepSpeed presets run at most ZeRO-1 with pipeline parallelism
+#: (``SoftwarePreset.pipeline_max_zero``): the pipeline engine's own assertion, in every release
+#: since fbece50 (2021-04-19), v0.14.0 (the presets' version) and edaa722 (2026-08-22) included.
+DEEPSPEED_PIPELINE_ZERO_SOURCE = (
+    "DeepSpeed v0.14.0 and edaa722 deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: "
+    'assert self.zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2 and ZeRO-3 are '
+    'incompatible with pipeline parallelism" (pipeline_max_zero=1: ZeRO-1 at most with pp > 1)'
+)
+
 _DEEPSPEED_SOURCES = (
     "DeepSpeed 0.14 deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig): reduce_bucket_size "
     "and allgather_bucket_size default 5e8 elements; overlap_comm defaults to None, which its "
@@ -78,6 +87,7 @@ _DEEPSPEED_SOURCES = (
     "defaults to the model's 16-bit type",
     "Rajbhandari et al. SC20 (ZeRO): stages 1/2 move 2x parameters per step like "
     "all-reduce (reduce-scatter + all-gather); stage 3 moves 3x",
+    DEEPSPEED_PIPELINE_ZERO_SOURCE,
 )
 
 #: Megatron-Core's ``recompute_granularity='selective'``: the attention core checkpointed,
@@ -95,6 +105,7 @@ _DEEPSPEED_ZERO1 = SoftwarePreset(
     amp=AmpStyle.HALF_MODEL,
     sources=_DEEPSPEED_SOURCES,
     dispatch_mode="pytorch-eager",
+    pipeline_max_zero=1,  # DEEPSPEED_PIPELINE_ZERO_SOURCE
 )
 
 #: Megatron-Core with Transformer Engine as NeMo 2.0 / Megatron-Bridge's performance recipes run it.
@@ -439,7 +450,7 @@ class SoftwareOption:
     """A knob of a stack that a scenario may set beside its preset (``--software-option``):
     ``field`` of :class:`SoftwarePreset`, its kind (``bool``; ``mb``, a bucket size in binary
     megabytes; ``dtype``, one of :data:`OPTIMIZER_DTYPES`; ``count``, a whole number >= 0;
-    ``cross-entropy``, a :class:`~perfmodel.parallel.stack_choices.CrossEntropy` or Megatron-Core's
+    ``zero-stage``, a ZeRO stage 0-3 or ``none``; ``cross-entropy``, a :class:`~perfmodel.parallel.stack_choices.CrossEntropy` or Megatron-Core's
     ``cross_entropy_fusion_impl`` name, ``te`` or ``native``; ``param-owners``, a
     :class:`~perfmodel.parallel.stack_choices.ParamOwners` or InternEvo's ``overlap_sync_param``
     value, ``true`` or ``false``; ``processes``, a
@@ -547,6 +558,14 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "gives same-process NVLink peers direct pointers",
         ),
         SoftwareOption(
+            "pipeline_max_zero",
+            "zero-stage",
+            (),
+            "the highest ZeRO stage the stack runs with pipeline parallelism (pp > 1): 0-3, or "
+            "none (no limit); the deepspeed presets say 1 (DeepSpeed's PipelineEngine refuses "
+            "ZeRO-2/3); a stack that lifts that assertion may state 3",
+        ),
+        SoftwareOption(
             "bucket_bytes",
             "mb",
             ("bucket_mb", "bucket_cap_mb"),
@@ -590,6 +609,18 @@ def _option_value(key: str, value: object, where: str) -> object:
         return ParamOwners.parse(value, where=f"{where}: {key}")
     if kind == "processes":
         return ProcessLayout.parse(str(value).strip(), where=f"{where}: {key}")
+    if kind == "zero-stage":
+        text = str(value).strip().lower()
+        if text in ("none", "null", "unlimited"):
+            return None
+        if isinstance(value, bool) or text not in ("0", "1", "2", "3"):
+            raise ConfigError(
+                f"{where}: {key} must be a ZeRO stage 0, 1, 2 or 3 (or none: no limit), "
+                f"got {value!r}",
+                value=value,
+                where=f"{where}: {key}",
+            )
+        return int(text)
     if kind == "count":
         try:
             n = int(str(value).strip()) if not isinstance(value, bool) else -1

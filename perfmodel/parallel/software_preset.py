@@ -304,6 +304,15 @@ class SoftwarePreset:
         Pipeline stages need equal numbers of blocks (Megatron-LM asserts ``num_layers`` divisible
         by the pipeline size); ``False``: uneven splits as even as possible (torchtitan
         ``generate_split_points``).
+    pipeline_max_zero
+        The highest ZeRO stage the stack runs with pipeline parallelism (``pp > 1``); ``None``:
+        no limit. DeepSpeed's ``PipelineEngine`` asserts ``zero_optimization_stage() <
+        ZeroStageEnum.gradients``, "ZeRO-2 and ZeRO-3 are incompatible with pipeline
+        parallelism" (deepspeedai/DeepSpeed ``deepspeed/runtime/pipe/engine.py``), so its presets
+        say 1: a plan above it is refused (:func:`perfmodel.pipeline.resolve.plan_for`) and plan
+        search never enumerates it (:meth:`perfmodel.search.plans.SearchSpace.for_preset`). A
+        scenario may restate it (``--software-option pipeline_max_zero=3``) for a stack that
+        lifts the limit.
     sources
         Where the values come from.
     """
@@ -354,8 +363,17 @@ class SoftwarePreset:
     fp8_params: bool = False
     attention_backend: AttentionBackend = AttentionBackend.GENERIC
     gradient_accumulation: bool = True
+    pipeline_max_zero: int | None = None
 
     def __post_init__(self) -> None:
+        limit = self.pipeline_max_zero
+        if limit is not None and (isinstance(limit, bool) or limit not in (0, 1, 2, 3)):
+            raise ConfigError(
+                f"software preset {self.name}: pipeline_max_zero must be a ZeRO stage 0-3 or "
+                f"None (no limit), got {limit!r}",
+                value=limit,
+                where=f"preset {self.name}",
+            )
         if self.dispatch_mode not in HOST_DISPATCH_S:
             raise ConfigError(
                 f"software preset {self.name}: unknown dispatch_mode {self.dispatch_mode!r}; "

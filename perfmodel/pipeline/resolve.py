@@ -144,7 +144,8 @@ def plan_for(p: ParsedScenario, n: int) -> tuple[ParallelismPlan, int]:
     ------
     InfeasiblePlanError
         Degrees that do not multiply out to ``n``, a batch that does not split over the
-        replicas, or a micro-batch that does not divide the replica's batch.
+        replicas, a micro-batch that does not divide the replica's batch, or a ZeRO stage the
+        stack does not run with pipelining (:func:`check_pipeline_zero`).
     ConfigError
         A plan :class:`~perfmodel.parallel.plan.ParallelismPlan` refuses.
     """
@@ -159,6 +160,7 @@ def plan_for(p: ParsedScenario, n: int) -> tuple[ParallelismPlan, int]:
     if mb is None:
         mb = 1 if p.pp > 1 else bpr
     zero = preset.zero if p.zero is None else p.zero
+    check_pipeline_zero(preset, 3 if preset.fsdp and zero == 3 else zero, p.pp, p.zero is not None)
     plan = ParallelismPlan(
         **{k: getattr(p, k) for k in _PLAN_AS_PARSED},
         dp=dp,
@@ -171,6 +173,49 @@ def plan_for(p: ParsedScenario, n: int) -> tuple[ParallelismPlan, int]:
     )
     plan.num_microbatches(bpr)  # raises if the micro-batch does not divide
     return plan, bpr
+
+
+def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -> None:
+    """Refuse a ZeRO stage ``zero`` above what the stack runs with pipeline parallelism
+    (``SoftwarePreset.pipeline_max_zero``) when ``pp > 1``: DeepSpeed's ``PipelineEngine``
+    asserts ``zero_optimization_stage() < ZeroStageEnum.gradients``, "ZeRO-2 and ZeRO-3 are
+    incompatible with pipeline parallelism" (``deepspeed/runtime/pipe/engine.py``), so the
+    ``deepspeed-zero2``/``-zero3`` presets with ``pp > 1`` are plans the stack does not run.
+    ``stated``: the stage is the scenario's ``zero``, not the preset's. FSDP counts as stage 3.
+
+    >>> from perfmodel.parallel.software import get_preset
+    >>> check_pipeline_zero(get_preset("deepspeed-zero1"), 1, 4)  # ZeRO-1 runs with pipelining
+    >>> check_pipeline_zero(get_preset("deepspeed-zero3"), 3, 1)  # ZeRO-3 without it
+    >>> check_pipeline_zero(get_preset("deepspeed-zero3"), 3, 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    perfmodel.errors.InfeasiblePlanError: software deepspeed-zero3 with pp=2: ...
+
+    Raises
+    ------
+    InfeasiblePlanError
+        Naming the stage and where it came from (the scenario's ``zero`` or the preset), the
+        software, ``pp``, the limit with its source, and plans that run: ``pp=1``, the highest
+        stage allowed, or FSDP (``fsdp``, ``torchtitan``) to shard weights with pipelining.
+    """
+    limit = preset.pipeline_max_zero
+    if pp <= 1 or limit is None or zero <= limit:
+        return
+    source = next((s for s in reversed(preset.sources) if "pipeline_max_zero" in s), "")
+    stage = f"zero={zero} (the scenario's)" if stated else f"ZeRO-{zero} (the preset's stage)"
+    lower = f"zero={limit}" + (
+        f" (software deepspeed-zero{limit})"
+        if preset.name.startswith("deepspeed") and limit
+        else ""
+    )
+    raise InfeasiblePlanError(
+        f"software {preset.name} with pp={pp}: {stage} is refused; the stack runs at most "
+        f"ZeRO-{limit} with pipeline parallelism (pipeline_max_zero={limit}"
+        + (f"; {source}" if source else "")
+        + f"); use pp=1, or {lower} with pp={pp}, or software fsdp or torchtitan to shard "
+        "the weights with pipelining",
+        value=zero,
+        where="zero" if stated else "software",
+    )
 
 
 def gpus_beyond_nodes(n: int, have: int, per: int, system: str, nodes: Any) -> InfeasiblePlanError:

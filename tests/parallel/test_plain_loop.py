@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
-from report_compare import drawn_plan, gpt_scenario, plan_draws
+from report_compare import ZERO3_LIFTED, drawn_plan, gpt_scenario, pipelined_zero, plan_draws
 
 import perfmodel.api as api
 from perfmodel.api import predict
@@ -412,7 +412,8 @@ def test_inline_gather_chains_match(
     done = _chain_ops(monkeypatch)
     sc = gpt_scenario(model_args=GPT, software=software, nodes=nodes,
                       dp=8 * nodes // (tp * pp), tp=tp, pp=pp, microbatch=microbatch,
-                      **{"global_batch": 128 // nodes, **extra})  # fmt: skip
+                      **{"global_batch": 128 // nodes, **pipelined_zero(software, pp),
+                         **extra})  # fmt: skip
     assert _check(sc, monkeypatch) > 0
     assert done[0] > 0
 
@@ -433,7 +434,7 @@ def test_inline_gather_chains_over_plans(monkeypatch: pytest.MonkeyPatch, plan: 
 @pytest.mark.parametrize(
     ("kw", "taken"),
     [
-        (dict(software="deepspeed-zero3", tp=1, pp=2, nodes=2, dp=8, microbatch=1), True),
+        (dict(**ZERO3_LIFTED, tp=1, pp=2, nodes=2, dp=8, microbatch=1), True),  # limit lifted
         (dict(software="fsdp", tp=1, pp=1, nodes=2, dp=16, microbatch=1, hsdp=8), False),
         (dict(software="megatron-core", tp=2, pp=2, dp=2), False),
     ],

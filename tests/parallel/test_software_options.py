@@ -50,6 +50,7 @@ def test_aliases_name_the_same_knob() -> None:
         "apex_rms_norm",
         "fused_rope",
         "processes",
+        "pipeline_max_zero",
     }
     assert software_option_key("cross_entropy_fusion_impl") == "cross_entropy"
     assert software_option_key("overlap_sync_param") == "param_owners"

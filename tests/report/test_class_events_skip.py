@@ -7,6 +7,7 @@ operation tasks, off-device host and optimizer tasks and data-parallel groups.""
 from __future__ import annotations
 
 import pytest
+from report_compare import pipelined_zero
 
 import perfmodel.api as api
 from perfmodel.api import Scenario, predict
@@ -83,7 +84,8 @@ def test_same_events_as_classifying_every_task(
         {"system": "dgx-a100", "model": "gpt", "model_args": GPT, "microbatch": 1,
          "schedule": "1f1b", "precision": "bf16", "optimizer": "adam",
          "fidelity": "analytic", "global_batch": 64, "software": software,
-         "nodes": max(1, plan["dp"] * plan["tp"] * plan["pp"] // 8), **plan}
+         "nodes": max(1, plan["dp"] * plan["tp"] * plan["pp"] // 8),
+         **pipelined_zero(software, plan["pp"]), **plan}
     )  # fmt: skip
     predict(sc, baseline=False)
     assert seen

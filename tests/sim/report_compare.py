@@ -7,6 +7,27 @@ import math
 
 from perfmodel.api import Scenario
 
+#: The software options of a stack that runs ZeRO-2/3 with pipeline parallelism
+#: (``SoftwarePreset.pipeline_max_zero`` lifted). DeepSpeed's ``PipelineEngine`` refuses it, so
+#: ``deepspeed-zero3`` with ``pp > 1`` is refused unless a scenario states it; the tests of the
+#: lowering's per-micro-batch gathers under pipelining (the path ``deepspeed-zero3`` lowers) do.
+PIPELINED_ZERO: dict[str, object] = {"pipeline_max_zero": 3}
+
+#: ``deepspeed-zero3`` on a stack stating it runs ZeRO-3 with pipelining (scenario keys).
+ZERO3_LIFTED: dict[str, object] = {
+    "software": "deepspeed-zero3",
+    "software_options": PIPELINED_ZERO,
+}
+
+#: The presets whose ZeRO-2/3 DeepSpeed's pipeline engine refuses with ``pp > 1``.
+DEEPSPEED_SHARDED = ("deepspeed-zero2", "deepspeed-zero3")
+
+
+def pipelined_zero(software: str, pp: int) -> dict[str, object]:
+    """``{"software_options": PIPELINED_ZERO}`` for a DeepSpeed ZeRO-2/3 preset with ``pp > 1``
+    (a stack that runs it), else ``{}``: the keys a test adds to keep lowering such a plan."""
+    return {"software_options": PIPELINED_ZERO} if software in DEEPSPEED_SHARDED and pp > 1 else {}
+
 
 def gpt_scenario(**kw: object) -> Scenario:
     """A GPT on DGX A100, dp2 tp2 pp2, micro-batch 1, 1F1B, bf16 Adam, analytic; ``kw`` adds or
@@ -42,7 +63,9 @@ def drawn_plan(
     """The plan a hypothesis test drew, on ``nodes`` DGX A100 servers with data parallelism over
     the rest of the GPUs (:func:`gpt_scenario`); ``None`` where the draw is not a plan (more
     model-parallel GPUs than there are, an interleaved schedule without a pipeline, sequence
-    parallelism without TP), for the caller to ``assume`` away."""
+    parallelism without TP), for the caller to ``assume`` away. A DeepSpeed ZeRO-2/3 draw with
+    ``pp > 1`` states a stack that runs it (:func:`pipelined_zero`), so the draws keep
+    exercising the per-micro-batch gathers under pipelining."""
     gpus = 8 * nodes
     if tp * pp > gpus or (interleaved and pp == 1) or (kw.get("sequence_parallel") and tp == 1):
         return None
@@ -58,6 +81,7 @@ def drawn_plan(
         schedule="interleaved" if interleaved else "1f1b",
         interleave=2 if interleaved else 1,
         recompute=recompute,
+        **pipelined_zero(software, pp),
         **kw,
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from report_compare import gpt_scenario
+from report_compare import gpt_scenario, pipelined_zero
 
 import perfmodel.api as api
 from perfmodel.api import predict
@@ -54,9 +54,12 @@ def _split_devices(tl: Timeline, windows: list[tuple[float, float]]) -> int:
 
 def _timeline(software: str, monkeypatch: pytest.MonkeyPatch, **plan: object) -> Timeline:
     """The analytic timeline ``predict`` returns (its coarse or short schedule: the one the
-    breakdown sweeps)."""
+    breakdown sweeps); DeepSpeed ZeRO-3 with pipelining on a stack stating it runs it
+    (``report_compare.pipelined_zero``: DeepSpeed's own ``PipelineEngine`` refuses it)."""
     monkeypatch.setattr(api, "_REPORTS", {})
-    tl = predict(gpt_scenario(software=software, **plan), baseline=False).timeline
+    # deepspeed-zero3 with pp > 1 (gpt_scenario's pp=2 by default): a stack that runs it
+    keys = {**pipelined_zero(software, int(plan.get("pp", 2))), **plan}  # type: ignore[call-overload]
+    tl = predict(gpt_scenario(software=software, **keys), baseline=False).timeline
     if isinstance(tl, PeriodicTimeline):
         tl = tl.short
     if isinstance(tl, CoarseTimeline):

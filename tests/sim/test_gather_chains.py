@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
-from report_compare import drawn_plan, gpt_scenario, plan_draws
+from report_compare import PIPELINED_ZERO, drawn_plan, gpt_scenario, pipelined_zero, plan_draws
 
 import perfmodel.api as api
 import perfmodel.sim.engine as engine
@@ -153,7 +153,8 @@ def test_gather_bound_shapes_take_chains_and_equal_the_fine_tasks(
     """Two DGX A100 servers, micro-batch 1: the gathers cross servers and outlast the
     segments' compute, so operations become chains (counted), with the same report."""
     sc = gpt_scenario(model_args=GPT, global_batch=64, software=software, nodes=2,
-                      dp=16 // (tp * pp), tp=tp, pp=pp, microbatch=1, **extra)  # fmt: skip
+                      dp=16 // (tp * pp), tp=tp, pp=pp, microbatch=1,
+                      **pipelined_zero(software, pp), **extra)  # fmt: skip
     with_chains, without, chains = _both(sc, monkeypatch)
     assert chains > 0
     assert with_chains == without
@@ -173,8 +174,9 @@ def test_gpt3_zero3_plans_of_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> N
     for p in _plans()[1:10]:
         keys = {k: p[k] for k in PLAN_KEYS}
         sc = Scenario.from_dict(
-            {**BASE175, **keys, "software": "deepspeed-zero3", "fidelity": "analytic"}
-        )
+            {**BASE175, **keys, "software": "deepspeed-zero3", "fidelity": "analytic",
+             "software_options": PIPELINED_ZERO}  # DeepSpeed refuses it with pp > 1: lifted
+        )  # fmt: skip
         with_chains, without, chains = _both(sc, monkeypatch)
         assert with_chains == without
         total += chains
@@ -198,7 +200,8 @@ def test_hidden_gather_runs_take_chains_and_equal_the_fine_tasks(
     """One DGX A100, larger micro-batches: the gathers hide under the computes, so operations
     lower hidden gather runs, and those become chains too (counted), with the same report."""
     sc = gpt_scenario(model_args=GPT, global_batch=128, software=software, nodes=1,
-                      dp=8 // (tp * pp), tp=tp, pp=pp, microbatch=microbatch, **extra)  # fmt: skip
+                      dp=8 // (tp * pp), tp=tp, pp=pp, microbatch=microbatch,
+                      **pipelined_zero(software, pp), **extra)  # fmt: skip
     with_chains, without, chains = _both(sc, monkeypatch)
     assert chains > 0 and RUN_CHAINS[0] == chains
     assert with_chains == without
@@ -296,7 +299,8 @@ def test_pickled_chains_schedule_as_the_original(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(api, "_REPORTS", {})
     monkeypatch.setattr(engine, "_list_schedule", spy)
     sc = gpt_scenario(model_args=GPT, global_batch=128, software="deepspeed-zero3", nodes=1,
-                      dp=4, tp=1, pp=2, microbatch=4)  # fmt: skip
+                      dp=4, tp=1, pp=2, microbatch=4,
+                      software_options=PIPELINED_ZERO)  # fmt: skip
     predict(sc, baseline=False)
     monkeypatch.undo()
     for g in graphs:
@@ -452,7 +456,8 @@ def test_no_chain_where_gathers_and_reductions_share_a_stream(
     import perfmodel.parallel.recipe as recipe
 
     sc = gpt_scenario(model_args=GPT, global_batch=64, software="deepspeed-zero3", nodes=2,
-                      dp=4, tp=2, pp=2, microbatch=1)  # fmt: skip
+                      dp=4, tp=2, pp=2, microbatch=1,
+                      software_options=PIPELINED_ZERO)  # fmt: skip
     assert _both(sc, monkeypatch)[2] > 0  # on "ag": chains
     monkeypatch.setattr(recipe, "STREAM_GATHER", recipe.STREAM_DP)
     with_chains, without, chains = _both(sc, monkeypatch)

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 import pytest
-from report_compare import assert_close, gpt_scenario
+from report_compare import ZERO3_LIFTED, assert_close, gpt_scenario
 
 import perfmodel.api as api
 from perfmodel.api import Scenario, predict, resolve
@@ -111,7 +111,7 @@ def test_periodic_report_equals_full_schedule(name: str, monkeypatch: pytest.Mon
     [
         dict(schedule="gpipe"),
         dict(zero=2, software="megatron-core"),
-        dict(software="deepspeed-zero3", tp=1, dp=4, pp=2, global_batch=192),  # gathers every one
+        dict(**ZERO3_LIFTED, tp=1, dp=4, pp=2, global_batch=192),  # gathers every one
         dict(global_batch=16),  # 8 micro-batches: no shorter schedule to take
     ],
 )
