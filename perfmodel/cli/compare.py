@@ -475,7 +475,8 @@ def _run_search(args: argparse.Namespace) -> int:
     if not res.ranked:  # the table says why per reason; the exit status says it failed
         why = "; ".join(f"{n} {r}" for r, n in sorted(res.pruned.items(), key=lambda x: -x[1])[:3])
         pruned = f" (pruned: {why})" if why else ""
-        return error_exit(f"no feasible plan among {res.enumerated} enumerated{pruned}")
+        note = _pipeline_zero_note(res, base)
+        return error_exit(f"no feasible plan among {res.enumerated} enumerated{pruned}{note}")
     if res.unconfirmed:  # screen-only rows are not a ranking: no winner, exit 2
         return error_exit(res.unconfirmed)
     return 0
@@ -589,6 +590,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
             )
             failures[opt.label] = (
                 f"no plan fits ({why or f'{len(res.ranked)} evaluated, none in memory'})"
+                + _pipeline_zero_note(res, base)
             )
             continue
         results.append((opt.label, best, res, gpn, domain))
@@ -640,6 +642,17 @@ def _run_systems_search(args: argparse.Namespace) -> int:
     if not results:
         return error_exit("no system has a feasible plan")
     return 0
+
+
+def _pipeline_zero_note(res: Any, base: dict[str, Any]) -> str:
+    """``"; N plans with pp > 1 not enumerated: ..."`` when the search's software refuses
+    ZeRO stages with pipelining (:func:`perfmodel.search.plans.pipeline_zero_note`), else
+    ``""``: a search whose every plan was refused says why and what runs instead."""
+    from perfmodel.parallel.software import get_preset
+    from perfmodel.search.plans import pipeline_zero_note
+
+    note = pipeline_zero_note(res.rejected, get_preset(str(base.get("software") or "pytorch-ddp")))
+    return f"; {note}" if note else ""
 
 
 def _interval_json(iv: Any, report: Any) -> dict[str, Any]:

@@ -553,10 +553,14 @@ def search_plans(
     same step time and memory as a better-ranked one are collapsed into it
     (:attr:`SearchResult.equivalents`).
     """
-    from perfmodel.parallel.software import get_preset
+    from perfmodel.parallel.software import get_preset, with_software_options
 
     obj = Objective.parse(objective) if isinstance(objective, str) else objective
-    preset = get_preset(str(base.get("software") or "pytorch-ddp"), where="software")
+    preset = with_software_options(
+        get_preset(str(base.get("software") or "pytorch-ddp"), where="software"),
+        dict(base.get("software_options") or {}),
+        where="software_options",
+    )
     space = (space or SearchSpace()).for_preset(preset)
     fast = fast_evaluator or analytic_evaluator
     slow = confirm_evaluator or simulated_evaluator

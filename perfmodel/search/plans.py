@@ -22,6 +22,9 @@ constraints, Narayanan et al. SC21 section 3):
   constraint);
 - several learners per GPU (Crossbow) only without model parallelism and without ZeRO (model
   averaging is not a sharded gradient all-reduce);
+- with ``pp > 1``, no ZeRO stage above the stack's ``pipeline_max_zero`` (DeepSpeed's
+  ``PipelineEngine`` refuses ZeRO-2/3 with pipeline parallelism; ``predict`` refuses such a plan,
+  :func:`perfmodel.pipeline.resolve.check_pipeline_zero`);
 - knobs that cannot matter are not varied (schedule with ``pp = 1``, ZeRO with ``dp x cp = 1``:
   the stacks shard model state over the context-parallel ranks too, so ``dp = 1, cp > 1``
   searches the ZeRO/FSDP stages; sequence parallelism with ``tp = 1``), so no two plans are the
@@ -161,6 +164,9 @@ class SearchSpace:
     ``None`` for ``zero_stages`` and ``sequence_parallel`` means the software preset's
     (:meth:`for_preset`: :func:`preset_zero_stages`, and sequence parallelism as the preset
     sets it with ``tp > 1``); without a preset, ZeRO 0 and 1 and no sequence parallelism.
+    ``pipeline_max_zero`` is the stack's, not a knob: the highest ZeRO stage enumerated with
+    ``pp > 1`` (``SoftwarePreset.pipeline_max_zero``, which :meth:`for_preset` copies; ``None``:
+    no limit); the stages above it are rejected with pipelining, counted under their reason.
     """
 
     tp_degrees: tuple[int, ...] | None = None
@@ -176,6 +182,7 @@ class SearchSpace:
     cnn_tensor_parallel: bool = False
     ep_degrees: tuple[int, ...] | None = None
     cp_degrees: tuple[int, ...] = (1,)
+    pipeline_max_zero: int | None = None
 
     def __post_init__(self) -> None:
         optional = ("tp_degrees", "pp_degrees", "ep_degrees")  # None: every admissible divisor
@@ -189,6 +196,13 @@ class SearchSpace:
                     value=vals,
                     where=name,
                 )
+        limit = self.pipeline_max_zero
+        if limit is not None and (isinstance(limit, bool) or limit not in (0, 1, 2, 3)):
+            raise ConfigError(
+                f"pipeline_max_zero must be a ZeRO stage 0-3 or None, got {limit!r}",
+                value=limit,
+                where="pipeline_max_zero",
+            )
         bad = [z for z in (self.zero_stages or ()) if z not in (0, 1, 2, 3)]
         if bad:
             raise ConfigError(f"ZeRO stages must be 0-3, got {bad}", value=bad, where="zero_stages")
@@ -206,11 +220,13 @@ class SearchSpace:
         """This space with the preset's defaults where it leaves a knob ``None``: the ZeRO
         stages of :func:`preset_zero_stages` and the preset's sequence parallelism with
         ``tp > 1`` (``SoftwarePreset.sequence_parallel_with_tp``: on for Megatron-Core and
-        torchtitan), so a search explores what that framework runs (issue 28, item 2)."""
+        torchtitan), so a search explores what that framework runs (issue 28, item 2), and the
+        stack's ``pipeline_max_zero`` always (what it refuses is never searched)."""
         from dataclasses import replace
 
         return replace(
             self,
+            pipeline_max_zero=preset.pipeline_max_zero,
             zero_stages=self.zero_stages
             if self.zero_stages is not None
             else preset_zero_stages(preset),
@@ -394,6 +410,7 @@ def _inner_plans(
             else:
                 scheds.append((s, 1))
     zeros = (sp.zero_stages or UNSHARDED_ZERO_STAGES) if dp * cp > 1 else (0,)
+    limit = sp.pipeline_max_zero if pp > 1 else None  # the stack's refusal (predict's too)
     seq_par = (sp.sequence_parallel or (False,)) if tp > 1 else (False,)
     for k in learners:
         if global_batch % (dp * k):
@@ -415,6 +432,9 @@ def _inner_plans(
             # Crossbow's model averaging is not a ZeRO-shardable all-reduce of gradients
             zs = (0,) if k > 1 else zeros
             for (sched, v), zero, rc, sqp in itertools.product(scheds, zs, sp.recompute, seq_par):
+                if limit is not None and zero > limit:
+                    rejected[PIPELINE_ZERO_REASON] += 1
+                    continue
                 if sched == "interleaved":
                     if shape.num_blocks % (pp * v):
                         rejected["pp x interleave does not divide the model's blocks"] += 1
@@ -434,6 +454,40 @@ def _inner_plans(
                     "sequence_parallel": sqp,
                     "learners_per_gpu": k,
                 }
+
+
+#: The reason a ZeRO stage above the stack's ``pipeline_max_zero`` is rejected with ``pp > 1``.
+PIPELINE_ZERO_REASON = "ZeRO stage above what the stack runs with pp > 1 (pipeline_max_zero)"
+
+
+def pipeline_zero_note(rejected: Mapping[str, int], preset: Any) -> str:
+    """Why plans with ``pp > 1`` are missing and what runs instead, for a search that found no
+    plan (``perfmodel compare``'s error): ``""`` unless the enumeration rejected some under
+    :data:`PIPELINE_ZERO_REASON`.
+
+    >>> from perfmodel.parallel.software import get_preset
+    >>> print(pipeline_zero_note({PIPELINE_ZERO_REASON: 18}, get_preset("deepspeed-zero3")))
+    ... # doctest: +ELLIPSIS
+    18 plans with pp > 1 not enumerated: deepspeed-zero3 runs at most ZeRO-1 with pipeline ...
+    >>> pipeline_zero_note({PIPELINE_ZERO_REASON: 18}, get_preset("fsdp"))  # no limit stated
+    ''
+    """
+    n = int(rejected.get(PIPELINE_ZERO_REASON, 0))
+    limit = getattr(preset, "pipeline_max_zero", None)
+    if not n or limit is None:
+        return ""
+    stages = ",".join(map(str, range(limit + 1)))
+    return (
+        f"{n} plans with pp > 1 not enumerated: {preset.name} runs at most ZeRO-{limit} with "
+        f"pipeline parallelism (pipeline_max_zero={limit}"
+        + (
+            ": DeepSpeed's PipelineEngine refuses ZeRO-2/3"
+            if preset.name.startswith("deepspeed")
+            else ""
+        )
+        + f"); try --pp 1, --zero {stages}, or --software fsdp or torchtitan (sharded weights "
+        "with pipelining)"
+    )
 
 
 def describe_plan(plan: Mapping[str, Any], preset: Any = None) -> str:
