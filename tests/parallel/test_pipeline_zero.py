@@ -128,3 +128,19 @@ def test_fsdp_counts_as_stage_three() -> None:
     with pytest.raises(InfeasiblePlanError, match=r"software fsdp with pp=2: ZeRO-3"):
         resolve(_scenario(**keys))
     check_pipeline_zero(get_preset("fsdp"), 3, 8)  # no limit stated: nothing refused
+
+
+def test_the_lowering_tests_still_draw_pipelined_zero3() -> None:
+    """The hypothesis draws of the gather-chain tests (``report_compare.drawn_plan``) pass a
+    refused plan over (``assume``): a DeepSpeed ZeRO-3 draw with ``pp > 1`` must stay a plan
+    that lowers (the limit lifted), or those tests would stop exercising the per-micro-batch
+    gathers under pipelining without failing."""
+    from report_compare import drawn_plan
+
+    sc = drawn_plan(
+        model_args=GPT, global_batch=16, software="deepspeed-zero3", nodes=1, tp=1, pp=2,
+        mb=1, interleaved=False, recompute="none",
+    )  # fmt: skip
+    assert sc is not None
+    plan = resolve(sc).plan
+    assert (plan.pp, plan.zero, plan.fsdp) == (2, 3, False)
