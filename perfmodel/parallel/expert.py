@@ -756,9 +756,10 @@ def ep_overlap_exposed_s(alltoall_s: float, other_compute_s: float, slowdown: fl
     the other's independent compute runs; DeepSeek-V3's DualPipe (arXiv:2412.19437, sec. 3.2.1)
     overlaps the same pairs. As an approximation of the steady state (the warm-up and cool-down
     operations with no partner expose theirs in full: :func:`unpaired_phases`, applied per
-    micro-batch by the pipeline lowering), a segment's all-to-alls of one
-    phase hide under the segment's compute of the other phase, which runs ``slowdown`` slower
-    while they share the SMs (:func:`overlap_compute_slowdown`):
+    micro-batch by the pipeline lowering), a transformer block's all-to-alls of one phase hide
+    under the block's compute of the other phase (Megatron-Core pairs layers, not gradient
+    buckets: :func:`perfmodel.parallel.segment_comm._expert_context_overlapped`), which runs
+    ``slowdown`` slower while they share the SMs (:func:`overlap_compute_slowdown`):
 
     ``exposed = max(0, alltoall_s - other_compute_s) + min(alltoall_s, other_compute_s) slowdown``
 

@@ -56,10 +56,9 @@ from perfmodel.parallel.segment_comm import (
     SegmentComm,
     SegmentCommContext,
     _dispatch_sync_stalls,
+    _expert_context_overlapped,
     _expert_context_segment,
     _merged,
-    _overlap_expert_comm,
-    _overlap_slowdown,
 )
 from perfmodel.parallel.software import SoftwarePreset
 from perfmodel.parallel.taskgraph import CommKind, TaskGraph
@@ -282,7 +281,7 @@ def build_chunk(
     )  # fmt: skip
     segs: list[Segment] = []
     groups_of = {k: tuple(tuple(g) for g in v) for k, v in (comm_groups or {}).items()}
-    ctx = SegmentCommContext(costs, groups_of, algorithm, plan, cp_impl, rerun)
+    ctx = SegmentCommContext(costs, groups_of, algorithm, plan, cp_impl, rerun, chunk_layers=layers)
     stalls = _dispatch_sync_stalls(layers, layer_ids, ctx)
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
     # with a shape memo the ids are consecutive (contiguous): the shape read inline
@@ -485,20 +484,22 @@ def _recomputed_and_expert_context(
     (:func:`~perfmodel.parallel.segment_comm._expert_context_segment`, only with ``"ep"`` /
     ``"cp"`` groups); full recomputation re-runs the forward (``recompute_s = fwd_s``), its TP
     collectives (added to ``tp_bwd_s``) and its expert/context exchanges in backward;
-    ``ep_overlap`` keeps the expert collectives as issued (``unpaired``) and exposes them only
-    beyond the other phase's compute (:func:`~perfmodel.parallel.segment_comm.
-    _overlap_expert_comm`)."""
+    ``ep_overlap`` (never with full recomputation: :class:`~perfmodel.parallel.plan.
+    ParallelismPlan` refuses it) keeps the expert collectives as issued (``unpaired``) and
+    exposes each only beyond its transformer block's compute of the other phase, block by
+    block (:func:`~perfmodel.parallel.segment_comm._expert_context_overlapped`: Megatron-Core's
+    combined 1F1B pairs layers, not gradient buckets)."""
     plan = ctx.plan
+    if plan.ep_overlap and ctx.groups_of:
+        issued, overlapped = _expert_context_overlapped(seg_layers, ctx)
+        unpaired = _merged([c for c in issued if c.kind is CommKind.EP])
+        return recompute_s, tp_bwd_s, _merged(overlapped), unpaired
     extra = _expert_context_segment(seg_layers, ctx) if ctx.groups_of else []
     if plan.recompute is Recompute.FULL:
         recompute_s = fwd_s
         tp_bwd_s += tp_fwd_s  # the recomputed forward re-runs its TP collectives
         extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
-    unpaired: tuple[SegmentComm, ...] = ()
-    if plan.ep_overlap:
-        unpaired = _merged([c for c in extra if c.kind is CommKind.EP])
-        extra = _overlap_expert_comm(extra, fwd_s, bwd_s + recompute_s, _overlap_slowdown(ctx))
-    return recompute_s, tp_bwd_s, _merged(extra), unpaired
+    return recompute_s, tp_bwd_s, _merged(extra), ()
 
 
 def _with_layers(seg: Segment, ids: tuple[int, ...]) -> Segment:

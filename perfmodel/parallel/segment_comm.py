@@ -69,6 +69,13 @@ class SegmentCommContext:
     cp_impl: CPImpl = CPImpl.TE_P2P
     selective_share: Callable[[LayerCost], float] | None = None
     memo: dict[tuple[object, ...], float] = field(default_factory=dict)
+    #: The chunk's layers (whole transformer blocks: pipeline partitioning cuts between
+    #: blocks), whose per-block sums ``ep_overlap`` reads (:func:`_block_overlap_shares`);
+    #: empty: each segment's own layers of a block stand for it.
+    chunk_layers: Sequence[LayerCost] = ()
+    #: ``ep_overlap``: each block's exposed share of its forward and backward expert
+    #: collectives, filled from :attr:`chunk_layers` on first use
+    block_shares: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def collective_s(self, op: CollectiveOp, nbytes: float, group: str) -> float:
         """Seconds of ``op`` moving ``nbytes`` on every ``group`` group at once
@@ -89,15 +96,20 @@ def _expert_context_segment(
     (:func:`_expert_context_comm` per layer); a checkpointed attention core (selective
     recomputation re-running it whole) re-runs its forward ring exchange in backward."""
     extra: list[SegmentComm] = []
-    share = ctx.selective_share
     for layer in seg_layers:
-        lf, lbi, lbw = ctx.costs.layer_time(layer)
-        got = _expert_context_comm(layer, (lf, lbi + lbw), ctx)
-        if share is not None and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
-            # a checkpointed attention core re-runs its forward, ring exchange too
-            got += [replace(c, phase="B") for c in got if c.phase == "F"]
-        extra += got
+        extra += _layer_expert_context(layer, ctx)
     return extra
+
+
+def _layer_expert_context(layer: LayerCost, ctx: SegmentCommContext) -> list[SegmentComm]:
+    """One layer's entries of :func:`_expert_context_segment`."""
+    share = ctx.selective_share
+    lf, lbi, lbw = ctx.costs.layer_time(layer)
+    got = _expert_context_comm(layer, (lf, lbi + lbw), ctx)
+    if share is not None and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
+        # a checkpointed attention core re-runs its forward, ring exchange too
+        got += [replace(c, phase="B") for c in got if c.phase == "F"]
+    return got
 
 
 def cp_pass_exposed_s(
@@ -333,26 +345,120 @@ def _overlap_slowdown(ctx: SegmentCommContext) -> float:
     return overlap_compute_slowdown(ctx.plan.moe_dispatcher, sm_count)
 
 
-def _overlap_expert_comm(
-    comms: Sequence[SegmentComm], fwd_s: float, bwd_s: float, slowdown: float = 0.0
-) -> list[SegmentComm]:
-    """``ep_overlap``: a segment's expert all-to-alls of each phase exposed only beyond its
-    compute of the other phase, plus that compute's slowdown while they share the SMs
-    (:func:`perfmodel.parallel.expert.ep_overlap_exposed_s`), the exposed share scaling the
-    duration and the replayed bytes; the transfers (``full_s``) are unchanged."""
-    out = [c for c in comms if c.kind is not CommKind.EP]
-    for phase, other in (("F", bwd_s), ("B", fwd_s)):
-        ep = [c for c in comms if c.kind is CommKind.EP and c.phase == phase]
-        full = sum(c.duration_s for c in ep)
-        if full <= 0:
-            out += ep
+def _exposed_shares(
+    ep_f: float, ep_b: float, fwd_s: float, bwd_s: float, slowdown: float
+) -> tuple[float, float]:
+    """The exposed shares ``(forward, backward)`` of one transformer block's expert
+    all-to-alls (``ep_f`` / ``ep_b`` seconds) beside the partner micro-batch's compute of the
+    same block in the other phase (``bwd_s`` / ``fwd_s``):
+    :func:`perfmodel.parallel.expert.ep_overlap_exposed_s` over the all-to-alls; 1 for a phase
+    without any (nothing to scale)."""
+    share_f = ep_overlap_exposed_s(ep_f, bwd_s, slowdown) / ep_f if ep_f > 0 else 1.0
+    share_b = ep_overlap_exposed_s(ep_b, fwd_s, slowdown) / ep_b if ep_b > 0 else 1.0
+    return share_f, share_b
+
+
+def _scaled(c: SegmentComm, share: float) -> SegmentComm:
+    """``c`` exposed for ``share`` of its duration, replaying that share of its bytes."""
+    return replace(c, message_bytes=c.message_bytes * share, duration_s=c.duration_s * share)
+
+
+def _layer_overlap_sums(layer: LayerCost, ctx: SegmentCommContext) -> tuple[float, ...]:
+    """``(forward all-to-alls, backward all-to-alls, forward compute, backward compute)``
+    seconds of one layer for :func:`_block_overlap_shares`: the expert (``"ep"``) entries of
+    :func:`_expert_context_comm` per phase, the layer's forward, and its backward with the
+    forward share selective recomputation re-runs (as :func:`~perfmodel.parallel.lowering.
+    _segment_sums` charges it; ``ep_overlap`` excludes full recomputation)."""
+    lf, lbi, lbw = ctx.costs.layer_time(layer)
+    ep_f = ep_b = 0.0
+    for c in _expert_context_comm(layer, (lf, lbi + lbw), ctx):
+        if c.kind is CommKind.EP:
+            if c.phase == "F":
+                ep_f += c.duration_s
+            else:
+                ep_b += c.duration_s
+    rerun = ctx.selective_share
+    return ep_f, ep_b, lf, lbi + lbw + (lf * rerun(layer) if rerun is not None else 0.0)
+
+
+def _block_overlap_shares(
+    layers: Sequence[LayerCost], ctx: SegmentCommContext
+) -> dict[int, tuple[float, float]]:
+    """Each transformer block's (``LayerCost.block``) exposed shares of its forward and
+    backward expert all-to-alls under ``ep_overlap`` (:func:`_exposed_shares` of the block's
+    sums over ``layers``, :func:`_layer_overlap_sums`); layers outside a block (embedding,
+    head: Megatron-Core's pre- and post-process, run outside the layer pairs) are left out."""
+    sums: dict[int, list[float]] = {}
+    for la in layers:
+        if la.block is None:
             continue
-        share = ep_overlap_exposed_s(full, other, slowdown) / full
-        out += [
-            replace(c, message_bytes=c.message_bytes * share, duration_s=c.duration_s * share)
-            for c in ep
-        ]
-    return out
+        acc = sums.setdefault(la.block, [0.0, 0.0, 0.0, 0.0])
+        for k, v in enumerate(_layer_overlap_sums(la, ctx)):
+            acc[k] += v
+    slowdown = _overlap_slowdown(ctx)
+    return {b: _exposed_shares(f, b_, cf, cb, slowdown) for b, (f, b_, cf, cb) in sums.items()}
+
+
+def _expert_context_overlapped(
+    seg_layers: Sequence[LayerCost], ctx: SegmentCommContext
+) -> tuple[list[SegmentComm], list[SegmentComm]]:
+    """``ep_overlap``: a segment's expert and context collectives as issued
+    (:func:`_expert_context_segment`) and with each expert all-to-all exposed only by its
+    transformer block's share (:func:`_block_overlap_shares`, the whole block's sums from
+    :attr:`SegmentCommContext.chunk_layers`, kept in :attr:`SegmentCommContext.block_shares`;
+    without them, the segment's layers of the block).
+
+    Megatron-Core's combined 1F1B overlaps layer by layer (Megatron-LM 4415119,
+    ``megatron/core/models/common/model_chunk_schedule_plan.py``):
+    ``TransformerModelChunkSchedulePlan.run`` (lines 520-558) runs
+    ``min(f_num_layers, b_num_layers)`` pairs of the forward micro-batch's layer ``i``
+    (``get_layer(i)``) with the backward micro-batch's next layer in backward order
+    (``pop_layer()``: layer ``L - 1 - i``), then the remaining layers alone, and the pre- and
+    post-process (embedding, output layer) outside the pairs; ``TransformerLayerSchedulePlan.
+    run`` (lines 229-297) overlaps one pair's all-to-alls with the other's compute
+    (``comm_stream: combine_bwd | dispatch_fwd->dispatch_bwd | combine_fwd``, ``comp_stream:
+    attn_fwd | mlp_bwd->mlp_bwd_dw->mlp_fwd | attn_bwd``); a dense layer's dispatch and
+    combine are ``NoopScheduleNode`` s (lines 164-167). So one layer's spare compute cannot
+    hide another pair's all-to-alls: the exposure is taken per block and summed, whatever the
+    gradient buckets that group the blocks' layers into segments (a bucket may split a block:
+    its share is the whole block's).
+
+    Approximations kept: a block's all-to-alls of one phase hide under the *same* block's
+    compute of the other phase (:func:`_exposed_shares`), where Megatron-Core pairs forward
+    layer ``i`` with backward layer ``L - 1 - i`` of the backward micro-batch's chunk (another
+    model chunk with interleaving): the same wherever those blocks cost alike (a stack of
+    identical MoE blocks, e.g. Qwen3-235B-A22B's 94), not for a chunk that mixes dense and MoE
+    blocks (DeepSeek-V3's first three dense layers pair with MoE layers there, and their
+    compute hides nothing here); the pair's three stages are taken as one, each phase's
+    all-to-alls against the other phase's whole compute of the block."""
+    shares = ctx.block_shares
+    if not ctx.chunk_layers:
+        shares = _block_overlap_shares(seg_layers, ctx)
+    elif not shares:
+        shares.update(_block_overlap_shares(ctx.chunk_layers, ctx))
+    extra: list[SegmentComm] = []
+    out: list[SegmentComm] = []
+    ep_f: list[SegmentComm] = []
+    ep_b: list[SegmentComm] = []
+    for layer in seg_layers:
+        got = _layer_expert_context(layer, ctx)
+        extra += got
+        if not any(c.kind is CommKind.EP for c in got):
+            out += got
+            continue
+        if layer.block is not None and layer.block in shares:
+            share_f, share_b = shares[layer.block]
+        else:  # an expert layer outside any block: a unit of its own
+            f, b, cf, cb = _layer_overlap_sums(layer, ctx)
+            share_f, share_b = _exposed_shares(f, b, cf, cb, _overlap_slowdown(ctx))
+        for c in got:
+            if c.kind is not CommKind.EP:
+                out.append(c)
+            elif c.phase == "F":
+                ep_f.append(_scaled(c, share_f))
+            else:
+                ep_b.append(_scaled(c, share_b))
+    return extra, out + ep_f + ep_b
 
 
 def _merged(comms: Sequence[SegmentComm]) -> tuple[SegmentComm, ...]:

@@ -1,6 +1,7 @@
 """Expert all-to-all overlap (plan key ``ep_overlap=true``, Megatron-Core's combined 1F1B,
 ``--overlap-moe-expert-parallel-comm``): exposed = max(0, all-to-all - other phase's compute)
-per segment, the transfers unchanged; off by default, as in the framework."""
+per transformer block (``test_ep_overlap_blocks.py``), the transfers unchanged; off by default,
+as in the framework."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from perfmodel.api import Scenario, predict
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import ep_overlap_exposed_s
-from perfmodel.parallel.lowering import SegmentComm, _overlap_expert_comm
 from perfmodel.parallel.plan import (
     ParallelismPlan,
     PipelineSchedule,
     Recompute,
     parse_plan_string,
 )
+from perfmodel.parallel.segment_comm import SegmentComm, _exposed_shares, _scaled
 from perfmodel.parallel.taskgraph import CommKind
 from tests.parallel.moe_shapes import SMALL_MOE
 
@@ -46,18 +47,16 @@ def test_overlap_golden() -> None:
     assert ep_overlap_exposed_s(3.0, 2.0) == 1.0
     assert ep_overlap_exposed_s(1.0, 2.0) == 0.0
     a2a = CollectiveOp.ALLTOALL
-    comms = [
-        SegmentComm(CommKind.EP, "F", a2a, 4e6, 0.004, 0.004),  # 4 ms forward all-to-alls
-        SegmentComm(CommKind.EP, "B", a2a, 4e6, 0.004, 0.004),
-        SegmentComm(CommKind.CP, "F", CollectiveOp.ALLGATHER, 1e6, 0.001, 0.002),
-    ]
-    # forward's 4 ms beside 3 ms of backward compute: 1 ms exposed, a quarter of the bytes;
-    # backward's 4 ms beside 5 ms of forward compute: hidden; context comm untouched
-    out = {(c.kind, c.phase): c for c in _overlap_expert_comm(comms, 0.005, 0.003)}
-    f, b = out[CommKind.EP, "F"], out[CommKind.EP, "B"]
+    fwd = SegmentComm(CommKind.EP, "F", a2a, 4e6, 0.004, 0.004)  # 4 ms forward all-to-alls
+    bwd = SegmentComm(CommKind.EP, "B", a2a, 4e6, 0.004, 0.004)
+    # one block: forward's 4 ms beside 3 ms of backward compute: 1 ms exposed, a quarter of
+    # the bytes; backward's 4 ms beside 5 ms of forward compute: hidden
+    share_f, share_b = _exposed_shares(0.004, 0.004, 0.005, 0.003, 0.0)
+    assert (share_f, share_b) == pytest.approx((0.25, 0.0))
+    f, b = _scaled(fwd, share_f), _scaled(bwd, share_b)
     assert (f.message_bytes, f.duration_s, f.full_s) == pytest.approx((1e6, 0.001, 0.004))
     assert (b.message_bytes, b.duration_s, b.full_s) == pytest.approx((0.0, 0.0, 0.004))
-    assert out[CommKind.CP, "F"] == comms[2]
+    assert _exposed_shares(0.0, 0.0, 1.0, 1.0, 0.0) == (1.0, 1.0)  # nothing to scale
 
 
 def _moe(**plan: object):

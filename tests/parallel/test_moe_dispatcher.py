@@ -199,7 +199,7 @@ def test_allgather_dispatcher_gathers_and_reduce_scatters() -> None:
 
 def test_overlapped_dispatch_slows_the_compute_beside_it() -> None:
     from perfmodel.parallel.expert import ep_overlap_exposed_s, overlap_compute_slowdown
-    from perfmodel.parallel.lowering import SegmentComm, _overlap_expert_comm
+    from perfmodel.parallel.segment_comm import SegmentComm, _exposed_shares, _scaled
 
     # DeepEP's 20 SMs of a B200's 148: compute beside it runs 148/128 as long
     s = overlap_compute_slowdown(MoEDispatcher.DEEPEP, 148)
@@ -209,7 +209,8 @@ def test_overlapped_dispatch_slows_the_compute_beside_it() -> None:
     assert ep_overlap_exposed_s(1.0, 3.0, s) == pytest.approx(s)
     a2a = CollectiveOp.ALLTOALL
     comms = [SegmentComm(CommKind.EP, "F", a2a, 4e6, 0.002, 0.002)]
-    (c,) = _overlap_expert_comm(comms, 0.0, 0.004, s)  # 2 ms beside 4 ms of backward
+    share_f, _ = _exposed_shares(0.002, 0.0, 0.0, 0.004, s)  # 2 ms beside 4 ms of backward
+    c = _scaled(comms[0], share_f)
     assert c.duration_s == pytest.approx(0.002 * s) and c.full_s == 0.002
 
 

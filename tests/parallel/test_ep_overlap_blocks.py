@@ -1,0 +1,156 @@
+"""``ep_overlap`` exposes a transformer block's expert all-to-alls beside the same block's
+compute of the other phase, block by block (Megatron-Core's combined 1F1B pairs layers:
+``TransformerModelChunkSchedulePlan.run``, Megatron-LM 4415119), so the exposure does not
+depend on how the gradient buckets group the layers into segments."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from perfmodel.dtypes import Precision
+from perfmodel.ops import CollectiveOp
+from perfmodel.parallel.lowering import Chunk, build_chunk
+from perfmodel.parallel.plan import ParallelismPlan
+from perfmodel.parallel.taskgraph import CommKind
+from perfmodel.workload.layers import CommPoint, ExpertRole, LayerCost, LayerKind, Workload
+
+#: forward seconds of each layer (backward: twice); an all-to-all of ``n`` bytes takes
+#: ``n / 1e9`` s (1 GB/s): the dispatch and combine of either block move 3 MB each way
+_FWD = {"attn0": 3e-3, "experts0": 1e-3, "attn1": 0.6e-3, "experts1": 0.4e-3, "head": 20e-3}
+_A2A = CommPoint(CollectiveOp.ALLTOALL, 3e6, "ep")
+#: the house compute slowdown beside NCCL's all-to-all (a cost model without a compute model)
+_S = 0.05
+
+
+class _Costs:
+    precision = Precision.BF16
+
+    def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
+        f = _FWD.get(layer.name, 0.0)
+        return f, f, f  # backward = input + weight gradients = 2 x forward
+
+    def collective_time(self, *a: object, **k: object) -> float:
+        return 0.0
+
+    def concurrent_time(self, op: CollectiveOp, nbytes: float, groups: object, alg: str) -> float:
+        return nbytes / 1e9
+
+
+def _lay(name: str, block: int | None, role: ExpertRole | None, params: int) -> LayerCost:
+    moves = role in (ExpertRole.DISPATCH, ExpertRole.COMBINE)
+    return LayerCost(
+        name=name, kind=LayerKind.LINEAR, fwd_flop=1.0, bwd_input_flop=1.0,
+        bwd_weight_flop=1.0, params=params, fwd_bytes=1.0, bwd_bytes=1.0,
+        activation_bytes=0.0, output_shape=(1,), block=block, expert_role=role,
+        fwd_comm=(_A2A,) if moves else (), bwd_comm=(_A2A,) if moves else (),
+    )  # fmt: skip
+
+
+def _workload() -> Workload:
+    """Two unlike MoE blocks: block 0 computes 4 ms forward / 8 ms backward, block 1
+    1 / 2 ms; each has 6 ms of all-to-all per phase (dispatch and combine). A head outside
+    the blocks (20 / 40 ms, no parameters: in block 1's last bucket) runs outside Megatron's
+    layer pairs and hides nothing."""
+    layers = [
+        la
+        for b in (0, 1)
+        for la in (
+            _lay(f"attn{b}", b, None, 100),
+            _lay(f"dispatch{b}", b, ExpertRole.DISPATCH, 1),
+            _lay(f"experts{b}", b, ExpertRole.EXPERT, 100),
+            _lay(f"combine{b}", b, ExpertRole.COMBINE, 1),
+        )
+    ]
+    layers.append(_lay("head", None, None, 0))
+    return Workload(
+        name="t", layers=tuple(layers), batch_size=1, precision=Precision.BF16, total_params=0
+    )
+
+
+def _chunk(bucket_bytes: float | None, by_block: bool = False, overlap: bool = True) -> Chunk:
+    plan = ParallelismPlan(dp=2, ep=2, ep_overlap=overlap)
+    return build_chunk(
+        _workload(), list(range(9)), _Costs(), plan, ("g0",),  # type: ignore[arg-type]
+        bucket_bytes=bucket_bytes, first_bucket_bytes=None, by_block=by_block,
+        comm_groups={"ep": (("g0", "g1"),)},
+    )  # fmt: skip
+
+
+def _ep(chunk: Chunk, phase: str, what: str = "duration_s") -> float:
+    return sum(
+        getattr(c, what)
+        for seg in chunk.segments
+        for c in seg.ep_cp
+        if c.kind is CommKind.EP and c.phase == phase
+    )
+
+
+def _sizes(chunk: Chunk) -> list[int]:
+    return [len(seg.layers) for seg in chunk.segments]
+
+
+def test_two_unlike_blocks_in_one_segment_golden() -> None:
+    """One segment holds both blocks (one bucket). Hand-computed, per block,
+    ``max(0, a2a - other) + min(a2a, other) x 0.05``:
+    block 0: forward 6 ms beside 8 ms of backward: 0.3 ms; backward 6 beside 4: 2.2 ms;
+    block 1: forward 6 beside 2: 4.1 ms; backward 6 beside 1: 5.05 ms.
+    Summed over the segment instead (12 ms beside 10 / 5 ms: 2.5 and 7.25 ms) block 0's
+    spare backward compute would hide 4 ms of block 1's forward all-to-alls."""
+    chunk = _chunk(None)
+    assert _sizes(chunk) == [9]
+    assert _ep(chunk, "F") == pytest.approx(0.3e-3 + 4.1e-3)
+    assert _ep(chunk, "B") == pytest.approx(2.2e-3 + 5.05e-3)
+    # the transfers stay; the replayed bytes are the exposed share of each block's
+    assert _ep(chunk, "F", "full_s") == pytest.approx(12e-3)
+    assert _ep(chunk, "F", "message_bytes") == pytest.approx(6e6 * (0.3 / 6 + 4.1 / 6))
+    # unpaired (warm-up / cool-down) operations expose the issued all-to-alls in full
+    (seg,) = chunk.segments
+    assert sum(c.duration_s for c in seg.ep_unpaired if c.phase == "F") == pytest.approx(12e-3)
+    assert sum(c.duration_s for c in seg.ep_unpaired if c.phase == "B") == pytest.approx(12e-3)
+
+
+@pytest.mark.parametrize(
+    ("bucket_bytes", "by_block"),
+    [(None, True), (2.0, False), (150.0, False), (410.0, False)],
+)
+def test_exposure_does_not_depend_on_the_buckets(
+    bucket_bytes: float | None, by_block: bool
+) -> None:
+    """The same plan with one bucket, one segment per block, and buckets that split the
+    blocks (2 bytes: a layer each; 150 bytes: each dispatch apart from its experts; 410 bytes:
+    block 0's experts and combine with all of block 1): the same exposed all-to-all time per
+    phase, and the same replayed bytes."""
+    whole = _chunk(None)
+    other = _chunk(bucket_bytes, by_block)
+    assert len(other.segments) > 1
+    for phase in ("F", "B"):
+        assert _ep(other, phase) == pytest.approx(_ep(whole, phase), rel=1e-12)
+        assert _ep(other, phase, "message_bytes") == pytest.approx(
+            _ep(whole, phase, "message_bytes"), rel=1e-12
+        )
+
+
+def test_without_overlap_every_alltoall_is_exposed() -> None:
+    """The plan without ``ep_overlap``: the issued all-to-alls in full, whatever the buckets."""
+    for kw in ({"bucket_bytes": None}, {"bucket_bytes": 2.0}):
+        chunk = _chunk(overlap=False, **kw)  # type: ignore[arg-type]
+        assert _ep(chunk, "F") == pytest.approx(12e-3)
+        assert all(not seg.ep_unpaired for seg in chunk.segments)
+
+
+def _segment_layers(chunk: Chunk) -> Sequence[tuple[int, ...]]:
+    return [seg.layers for seg in chunk.segments]
+
+
+def test_a_split_block_takes_its_whole_share() -> None:
+    """Buckets of 150 bytes (filled in backward order) cut block 1 between its dispatch and
+    its experts: the dispatch's segment holds no compute of its block's backward, yet its
+    forward all-to-all is exposed by block 1's share (4.1 / 6), not in full."""
+    chunk = _chunk(150.0)
+    segs = _segment_layers(chunk)
+    assert any(5 in ids and 6 not in ids for ids in segs), segs
+    seg = next(s for s in chunk.segments if 5 in s.layers)
+    got = sum(c.duration_s for c in seg.ep_cp if c.kind is CommKind.EP and c.phase == "F")
+    assert got == pytest.approx(3e-3 * 4.1 / 6)
