@@ -410,7 +410,7 @@ def _expert_context_overlapped(
 
     Megatron-Core's combined 1F1B overlaps layer by layer (Megatron-LM 4415119,
     ``megatron/core/models/common/model_chunk_schedule_plan.py``):
-    ``TransformerModelChunkSchedulePlan.run`` (lines 520-558) runs
+    ``TransformerModelChunkSchedulePlan.run`` (lines 520-559) runs
     ``min(f_num_layers, b_num_layers)`` pairs of the forward micro-batch's layer ``i``
     (``get_layer(i)``) with the backward micro-batch's next layer in backward order
     (``pop_layer()``: layer ``L - 1 - i``), then the remaining layers alone, and the pre- and
@@ -418,7 +418,7 @@ def _expert_context_overlapped(
     run`` (lines 229-297) overlaps one pair's all-to-alls with the other's compute
     (``comm_stream: combine_bwd | dispatch_fwd->dispatch_bwd | combine_fwd``, ``comp_stream:
     attn_fwd | mlp_bwd->mlp_bwd_dw->mlp_fwd | attn_bwd``); a dense layer's dispatch and
-    combine are ``NoopScheduleNode`` s (lines 164-167). So one layer's spare compute cannot
+    combine are ``NoopScheduleNode`` s (lines 162-167). So one layer's spare compute cannot
     hide another pair's all-to-alls: the exposure is taken per block and summed, whatever the
     gradient buckets that group the blocks' layers into segments (a bucket may split a block:
     its share is the whole block's).
