@@ -47,6 +47,7 @@ from perfmodel.errors import ConfigError
 from perfmodel.workload._net import numel
 from perfmodel.workload.kernels import FP32_BYTES, Fp8Recipe, fp8_linear
 from perfmodel.workload.layers import (
+    KernelClass,
     LayerCost,
     LayerKind,
     StackedLayers,
@@ -468,6 +469,16 @@ def first_block_input_elements(pieces: Sequence[tuple[Sequence[LayerCost], int]]
     Other blocks (a CNN's convolution first, whose input is the model's input batch or differs
     from its output; post-norm BERT) are not guessed: 0, as before session 18.
 
+    An FSDP2 copy layer that opens the block (``Net._fsdp_copy``, kernel class
+    :attr:`~perfmodel.workload.layers.KernelClass.FSDP_COPY`: the unit's all-gather copy-out,
+    parameters only, no activation) is not the block's first computing layer: the norm after it
+    is read. Before session 20 it hid the received input of every pipeline chunk but the
+    first under FSDP2 (torchtitan), one ``s/tp x b x h`` tensor per micro-batch in flight,
+    which ``torch.distributed.pipelining`` keeps: ``PipelineStage._prepare_forward_infra``
+    receives each micro-batch into its own buffer and ``forward_one_chunk`` keeps it in
+    ``fwd_cache`` until that micro-batch's backward (PyTorch 2.6, Dec 2024,
+    ``torch/distributed/pipelining/stage.py``).
+
     >>> from perfmodel.workload import build_model
     >>> w = build_model("gpt", batch_size=1, hidden=64, layers=2, heads=4, vocab=100, seq_len=8)
     >>> first_block_input_elements(layer_runs(w.layers))  # the embedding comes first
@@ -479,6 +490,8 @@ def first_block_input_elements(pieces: Sequence[tuple[Sequence[LayerCost], int]]
     out: tuple[int, ...] = ()
     for block, _ in pieces:  # a piece of copies: its first copy, a whole block
         for la in block:
+            if first is None and la.kernel_class is KernelClass.FSDP_COPY and la.block is not None:
+                continue  # the unit's parameter copies open the block; its norm follows
             if first is None:
                 if la.block is None or la.kind is not LayerKind.NORM:
                     return 0

@@ -40,3 +40,39 @@ def test_received_input_is_previous_chunk_output(model: str, pp: int) -> None:
         assert chunks[0].out_bytes == 32 * 256 * 56 * 56 * 2 == 49 * MIB
         out = next(la for la in chunks[1].layers if la.name == "conv2_block3.out")
         assert out.output_shape == (32, 256, 28, 28)  # what main counted: 12.25 MiB
+
+
+def test_fsdp2_chunk_counts_its_received_input() -> None:
+    """Under FSDP2 (torchtitan) each block opens with its unit's copy layer (``Net._fsdp_copy``,
+    parameters only), the norm after it: a chunk after the first still keeps the input it
+    receives (``torch.distributed.pipelining`` keeps each micro-batch's received buffer in
+    ``fwd_cache`` until its backward). By hand, a Llama of h 4096 (8 blocks, 2 a chunk) at
+    micro-batch 2 x seq 2048 in bf16 without TP: ``2 x 2048 x 4096 x 2`` bytes = 32 MiB per
+    chunk and micro-batch (before session 20 the copy layer hid it: 0)."""
+    from perfmodel.workload.layers import KernelClass
+    from perfmodel.workload.memory import full_recompute_bytes
+
+    args = {
+        "hidden": 4096,
+        "layers": 8,
+        "heads": 32,
+        "kv_heads": 8,
+        "ffn_hidden": 14336,
+        "seq_len": 2048,
+        "vocab": 32000,
+    }
+    sc = Scenario(system="dgx-h100", gpus=8, model="llama", model_args=args, global_batch=32,
+                  microbatch=2, pp=4, dp=2, precision="bf16", software="torchtitan",
+                  recompute="full", fidelity="analytic")  # fmt: skip
+    inp, costs, _ = _step_inputs(sc, resolve(sc), None)
+    chunks = PipelineLowering(inp, costs).chunks
+    assert len(chunks) == 4
+    for prev, chunk in itertools.pairwise(chunks):
+        assert chunk.layers[0].kernel_class is KernelClass.FSDP_COPY  # what hid the input
+        got = first_block_input_elements(layer_runs(chunk.layers)) * 2
+        assert got == prev.out_bytes == 2 * 2048 * 4096 * 2 == 32 * MIB
+    # a middle chunk of n blocks keeps n block inputs: the received one and n - 1 between blocks
+    mid = chunks[1]
+    blocks = len({la.block for la in mid.layers if la.block is not None})
+    kept, _ = full_recompute_bytes(mid.layers, costs.precision)
+    assert kept == blocks * 32 * MIB
