@@ -27,6 +27,7 @@ import numpy as np
 import simpy
 
 import perfmodel.comm.params as P
+from perfmodel._memo import keep
 from perfmodel.comm.analytic import AnalyticCommModel
 from perfmodel.comm.channels import SMALL_ENTRIES
 from perfmodel.comm.links import DirectedLinks
@@ -90,6 +91,12 @@ class FlowNetwork:
     #: Flows finishing together, due at one instant, share one delivery timeout
     #: (:meth:`_complete_finished`, issue 27); a test flips it off (a timeout each, the reference).
     SHARED_DELIVERY = True
+    #: Rates kept per network by the flows' entries (:meth:`_rates_of`, issue 27); a test flips
+    #: it off (every rate computation run, the reference).
+    RATE_MEMO = True
+    #: The most rate computations :meth:`_rates_of` keeps (one simulated GPT-3 175B plan of
+    #: ``compare`` meets a few hundred distinct ones).
+    RATE_MEMO_SIZE = 1024
 
     def __init__(
         self,
@@ -130,6 +137,8 @@ class FlowNetwork:
         # per (source, destination, protocol): a phase transfer's route, its extra latency and
         # the latency paid before it starts (perfmodel.comm.replay._phase_proc's, built once)
         self._phase_hops: dict[tuple[str, str, Protocol], tuple[Any, float, float]] = {}
+        # the flows' entries -> their max-min rates (_rates_of)
+        self._rates: dict[tuple[Any, ...], Sequence[float] | np.ndarray] = {}
 
     # ------------------------------------------------------------------ public
     @property
@@ -326,25 +335,7 @@ class FlowNetwork:
         if not self._flows:
             return
         flows = list(self._flows.values())
-        if sum(len(f.ids) for f in flows) <= SMALL_ENTRIES:
-            # few entries (most rate computations: a few flows): plain Python, the same
-            # rates bit for bit (perfmodel.comm.maxmin), without numpy's per-call overhead
-            fi: list[int] = []
-            ei: list[int] = []
-            mu: list[float] = []
-            for i, f in enumerate(flows):
-                fi += [i] * len(f.ids)
-                ei += f.ids
-                mu += f.mults
-            rates = maxmin_rates_small(fi, ei, mu, self.links.capacity_list, len(flows))
-        else:
-            rates = maxmin_rates(
-                np.repeat(np.arange(len(flows), dtype=np.int64), [f.edges.size for f in flows]),
-                np.concatenate([f.edges for f in flows]),
-                np.concatenate([f.mult for f in flows]),
-                self.links.capacity_view(),
-                len(flows),
-            )
+        rates = self._rates_of(flows)
         dt = math.inf
         for f, r in zip(flows, rates):
             f.rate = float(r)
@@ -353,6 +344,62 @@ class FlowNetwork:
         gen = self._gen
         timer = self.env.timeout(dt)
         timer.callbacks.append(lambda _e, g=gen: self._on_timer(g))
+
+    def _rates_of(self, flows: list[_Flow]) -> Sequence[float] | np.ndarray:
+        """The max-min fair rates (bytes/s) of ``flows``, in their order: plain Python for few
+        entries (most rate computations: a few flows; the same rates bit for bit,
+        :mod:`perfmodel.comm.maxmin`, without numpy's per-call overhead), else numpy.
+
+        With :attr:`RATE_MEMO` (issue 27), kept per network by the flows' entries: the number
+        of flows, each flow's entry count, and every entry's link id and multiplicity in flow
+        order (the numpy path: the concatenated arrays' dtypes and bytes). Why a kept answer
+        is the computation's, bit for bit: the progressive filling reads nothing else but the
+        capacities of those links, which a link keeps from the moment it has an id (the
+        links' table only appends); the path taken (plain Python or numpy) is a function of
+        the entry count; and :func:`~perfmodel.comm.maxmin.maxmin_rates` gives the same rates
+        whether it numbers the resources by the whole table or by the links crossed (its
+        per-resource operations are elementwise, its minimum and fallback ``argmin`` keep the
+        id order), so a table grown in between changes nothing. Multiplicities compare with
+        ``==`` in the plain-Python key: the only distinct floats it merges are ``0.0`` and
+        ``-0.0``, which add the same load (``x + 0.0 == x + -0.0`` for ``x >= 0``). A ring
+        collective's steps start the same channels again and again: 20,315 plain rate
+        computations of ``compare``'s three simulated GPT-3 175B plans had 305 distinct
+        inputs. Bounded (:data:`RATE_MEMO_SIZE`, oldest quarter out first)."""
+        memo = self._rates if self.RATE_MEMO else None
+        if sum(len(f.ids) for f in flows) <= SMALL_ENTRIES:
+            fi: list[int] = []
+            ei: list[int] = []
+            mu: list[float] = []
+            for i, f in enumerate(flows):
+                fi += [i] * len(f.ids)
+                ei += f.ids
+                mu += f.mults
+            if memo is None:
+                return maxmin_rates_small(fi, ei, mu, self.links.capacity_list, len(flows))
+            key: tuple[Any, ...] = (len(flows), tuple(fi), tuple(ei), tuple(mu))
+            hit = memo.get(key)
+            if hit is None:
+                hit = maxmin_rates_small(fi, ei, mu, self.links.capacity_list, len(flows))
+                keep(memo, key, hit, self.RATE_MEMO_SIZE)
+            return hit
+        sizes = [f.edges.size for f in flows]
+        edges = np.concatenate([f.edges for f in flows])
+        mult = np.concatenate([f.mult for f in flows])
+        if memo is not None:
+            key = (tuple(sizes), edges.dtype.str, edges.tobytes(), mult.dtype.str, mult.tobytes())
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+        rates = maxmin_rates(
+            np.repeat(np.arange(len(flows), dtype=np.int64), sizes),
+            edges,
+            mult,
+            self.links.capacity_view(),
+            len(flows),
+        )
+        if memo is not None:
+            keep(memo, key, rates, self.RATE_MEMO_SIZE)
+        return rates
 
     def _on_timer(self, gen: int) -> None:
         if gen != self._gen:
