@@ -350,21 +350,19 @@ class FlowNetwork:
         entries (most rate computations: a few flows; the same rates bit for bit,
         :mod:`perfmodel.comm.maxmin`, without numpy's per-call overhead), else numpy.
 
-        With :attr:`RATE_MEMO` (issue 27), kept per network by the flows' entries: the number
-        of flows, each flow's entry count, and every entry's link id and multiplicity in flow
-        order (the numpy path: the concatenated arrays' dtypes and bytes). Why a kept answer
-        is the computation's, bit for bit: the progressive filling reads nothing else but the
-        capacities of those links, which a link keeps from the moment it has an id (the
-        links' table only appends); the path taken (plain Python or numpy) is a function of
-        the entry count; and :func:`~perfmodel.comm.maxmin.maxmin_rates` gives the same rates
-        whether it numbers the resources by the whole table or by the links crossed (its
-        per-resource operations are elementwise, its minimum and fallback ``argmin`` keep the
-        id order), so a table grown in between changes nothing. Multiplicities compare with
-        ``==`` in the plain-Python key: the only distinct floats it merges are ``0.0`` and
-        ``-0.0``, which add the same load (``x + 0.0 == x + -0.0`` for ``x >= 0``). A ring
-        collective's steps start the same channels again and again: 20,315 plain rate
-        computations of ``compare``'s three simulated GPT-3 175B plans had 305 distinct
-        inputs. Bounded (:data:`RATE_MEMO_SIZE`, oldest quarter out first)."""
+        With :attr:`RATE_MEMO` (issue 27) the plain-Python answers are kept per network by the
+        flows' entries: the number of flows, each entry's flow, link id and multiplicity, in
+        flow order. Why a kept answer is the computation's, bit for bit: the progressive
+        filling reads nothing else but the capacities of those links, which a link keeps from
+        the moment it has an id (the links' table only appends). Multiplicities compare with
+        ``==``: the only distinct floats that merges are ``0.0`` and ``-0.0``, which add the
+        same load (``x + 0.0 == x + -0.0`` for ``x >= 0``). A ring collective's steps start the
+        same channels again and again: the 20,315 plain rate computations of ``compare``'s
+        three simulated GPT-3 175B plans had 305 distinct inputs (``bench_speed --only
+        compare`` 4.8-5.1 -> 3.7-4.0 s CPU). The numpy path is not kept: its 4,402 had 1,789
+        distinct inputs of up to 21,056 entries, whose keys held ~180 MB in one network.
+        Bounded (:data:`RATE_MEMO_SIZE` entries of at most :data:`SMALL_ENTRIES`, oldest
+        quarter out first)."""
         memo = self._rates if self.RATE_MEMO else None
         if sum(len(f.ids) for f in flows) <= SMALL_ENTRIES:
             fi: list[int] = []
@@ -382,24 +380,13 @@ class FlowNetwork:
                 hit = maxmin_rates_small(fi, ei, mu, self.links.capacity_list, len(flows))
                 keep(memo, key, hit, self.RATE_MEMO_SIZE)
             return hit
-        sizes = [f.edges.size for f in flows]
-        edges = np.concatenate([f.edges for f in flows])
-        mult = np.concatenate([f.mult for f in flows])
-        if memo is not None:
-            key = (tuple(sizes), edges.dtype.str, edges.tobytes(), mult.dtype.str, mult.tobytes())
-            hit = memo.get(key)
-            if hit is not None:
-                return hit
-        rates = maxmin_rates(
-            np.repeat(np.arange(len(flows), dtype=np.int64), sizes),
-            edges,
-            mult,
+        return maxmin_rates(
+            np.repeat(np.arange(len(flows), dtype=np.int64), [f.edges.size for f in flows]),
+            np.concatenate([f.edges for f in flows]),
+            np.concatenate([f.mult for f in flows]),
             self.links.capacity_view(),
             len(flows),
         )
-        if memo is not None:
-            keep(memo, key, rates, self.RATE_MEMO_SIZE)
-        return rates
 
     def _on_timer(self, gen: int) -> None:
         if gen != self._gen:
