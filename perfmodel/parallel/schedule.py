@@ -153,6 +153,62 @@ def stage_peak_in_flight(schedule: PipelineSchedule, p: int, m: int, stage: int,
     return min(w + 1, n)
 
 
+#: One moment of a stage's schedule, per local chunk: ``(live, gathered, grads, done)``, its
+#: (micro-batch) activation sets saved and not yet released by their backward, whether its
+#: weights are gathered (from its first forward to its last backward), whether its unsharded
+#: gradients are held (from its first backward to its last) and how many of its forwards have
+#: run. :func:`chunk_moments` lists them.
+ChunkState = tuple[int, bool, bool, int]
+
+
+@lru_cache(maxsize=1024)
+def chunk_moments(
+    schedule: PipelineSchedule, p: int, m: int, stage: int, v: int = 1
+) -> tuple[tuple[ChunkState, ...], ...]:
+    """The distinct moments of ``stage``'s operation order (:func:`stage_ops`), each the
+    :data:`ChunkState` of every local chunk while an operation runs: during a forward its
+    micro-batch's set counts (saved as it runs), during a backward it still does (released
+    as it runs); a chunk's windows include their first and last operation. In order of first
+    occurrence; memoised (a function of these integers).
+
+    The count of live sets summed over the chunks peaks at :func:`stage_peak_in_flight`; per
+    chunk it says which chunk's sets the peak holds. Stage 3 of 4, interleaved over 2 chunks
+    with 4 micro-batches, holds 4 of chunk 0 and 1 of chunk 1 at its peak of 5, never 2 of
+    chunk 1:
+
+    >>> from perfmodel.parallel.plan import PipelineSchedule as S
+    >>> ms = chunk_moments(S.INTERLEAVED, 4, 4, 3, 2)
+    >>> max(sum(c[0] for c in t) for t in ms), max(t[1][0] for t in ms)
+    (5, 1)
+    >>> [c[0] for c in max(ms, key=lambda t: sum(c[0] for c in t))]
+    [4, 1]
+    """
+    ops = stage_ops(schedule, p, m, stage, v)
+    first_f = [len(ops)] * v
+    first_b = [len(ops)] * v
+    last_b = [-1] * v
+    for i, (phase, _, c) in enumerate(ops):
+        if phase == "F":
+            first_f[c] = min(first_f[c], i)
+        else:
+            first_b[c] = min(first_b[c], i)
+            last_b[c] = i
+    live, done = [0] * v, [0] * v
+    seen: dict[tuple[ChunkState, ...], None] = {}
+    for i, (phase, _, c) in enumerate(ops):
+        if phase == "F":
+            live[c] += 1
+            done[c] += 1
+        state = tuple(
+            (live[k], first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k], done[k])
+            for k in range(v)
+        )
+        seen.setdefault(state, None)
+        if phase == "B":
+            live[c] -= 1
+    return tuple(seen)
+
+
 def round_robin(
     ops: Sequence[Sequence[Op]], pos: list[int]
 ) -> Iterator[tuple[int, Sequence[Op], int, int]]:
