@@ -48,6 +48,7 @@ from perfmodel.parallel.plan import ParallelismPlan, PipelineSchedule
 from perfmodel.parallel.recipe import Recipe, Sharding
 from perfmodel.parallel.schedule import (
     check_interleaved,
+    chunk_moments,
     round_robin,
     stage_ops,
     stage_peak_in_flight,
@@ -780,6 +781,8 @@ class PipelineLowering(
         state, the gradient buckets' buffers and the tied copy."""
         P, V, inp = self.P, self.V, self.inp
         buf = self.rc.bucket_bytes or 0.0
+        gps = self.rc.gather_per_step  # stage_memory reads moments with chunks or FSDP2 windows
+        mom = P > 1 and (V > 1 or gps)
         out = []
         for s in range(P):
             chunks = [self.chunks[c * P + s] for c in range(V)]
@@ -799,6 +802,9 @@ class PipelineLowering(
                     else 0.0,
                     recipe=self.rc,
                     tied_params=self.tied[s],
+                    moments=chunk_moments(self.plan.schedule, P, self.m, s, V, gps)
+                    if mom
+                    else None,
                 )
             )
         return tuple(out)

@@ -701,8 +701,10 @@ def build_recipe(
     # pipelined FSDP2 reduce-scatters after the stage's last backward, not under it
     overlap_grads = preset.overlap_grad_comm and dp_on and not gather_per_step
     gather_overlap = sharding.stage >= 3 or (preset.overlap_param_gather and sharding.stage >= 1)
+    as_preset = {k: getattr(preset, k) for k in _RECIPE_AS_PRESET}
+    as_preset["cross_entropy"] = preset.cross_entropy.for_tp(plan.tp)  # torchtitan loss parallel
     return Recipe(
-        **{k: getattr(preset, k) for k in _RECIPE_AS_PRESET},
+        **as_preset,
         precision=precision,
         amp=amp,
         optimizer=optimizer,

@@ -14,6 +14,7 @@ GPipe and 1F1B ``(p - 1) / m``, interleaved 1F1B ``(p - 1) / (v m)``
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate
@@ -163,13 +164,20 @@ ChunkState = tuple[int, bool, bool, int]
 
 @lru_cache(maxsize=1024)
 def chunk_moments(
-    schedule: PipelineSchedule, p: int, m: int, stage: int, v: int = 1
+    schedule: PipelineSchedule, p: int, m: int, stage: int, v: int = 1, windows: bool = True
 ) -> tuple[tuple[ChunkState, ...], ...]:
-    """The distinct moments of ``stage``'s operation order (:func:`stage_ops`), each the
-    :data:`ChunkState` of every local chunk while an operation runs: during a forward its
-    micro-batch's set counts (saved as it runs), during a backward it still does (released
-    as it runs); a chunk's windows include their first and last operation. In order of first
-    occurrence; memoised (a function of these integers).
+    """The moments of ``stage``'s operation order (:func:`stage_ops`) that can hold the most,
+    each the :data:`ChunkState` of every local chunk while an operation runs: during a forward
+    its micro-batch's set counts (saved as it runs), during a backward it still does
+    (released as it runs); a chunk's windows include their first and last operation.
+    ``windows=False``: the live counts only (windows ``False``, forwards run 0), for a stack
+    whose weights and gradients do not follow the chunks' windows. Memoised.
+
+    Only moments no other moment holds at least as much of, chunk by chunk, can be a stage's
+    peak, so the list keeps the forwards and each chunk's first backward (where its gradients
+    appear; any other backward holds no more than the operation before it), and of the
+    moments alike in live counts and windows the last (the most forwards run): a few per
+    phase of the schedule, not one per operation. In order of first occurrence.
 
     The count of live sets summed over the chunks peaks at :func:`stage_peak_in_flight`; per
     chunk it says which chunk's sets the peak holds. Stage 3 of 4, interleaved over 2 chunks
@@ -183,30 +191,91 @@ def chunk_moments(
     >>> [c[0] for c in max(ms, key=lambda t: sum(c[0] for c in t))]
     [4, 1]
     """
-    ops = stage_ops(schedule, p, m, stage, v)
-    first_f = [len(ops)] * v
-    first_b = [len(ops)] * v
-    last_b = [-1] * v
-    for i, (phase, _, c) in enumerate(ops):
-        if phase == "F":
-            first_f[c] = min(first_f[c], i)
-        else:
-            first_b[c] = min(first_b[c], i)
-            last_b[c] = i
+    w, n, u = _alternation(schedule, p, m, stage, v)
+    first_f = [_f_pos(c * p, w) if c < u else 2 * n for c in range(v)]
+    first_b = [_b_pos((u - 1 - c) * p, n, w) if c < u else 2 * n for c in range(v)]
+    last_b = [_b_pos(_last_b(c, n, p, u), n, w) if c < u else -1 for c in range(v)]
     live, done = [0] * v, [0] * v
-    seen: dict[tuple[ChunkState, ...], None] = {}
-    for i, (phase, _, c) in enumerate(ops):
-        if phase == "F":
+    seen: dict[tuple, tuple[ChunkState, ...]] = {}
+    # the windows change only where a chunk's window opens or closes
+    edges = sorted({*first_f, *first_b, *(b + 1 for b in last_b)}) if windows else []
+    flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
+    hi, period, i = w + 2 * (n - w), 2 * p * u, 0
+    while i < 2 * n:
+        if w <= i and i + 2 * period <= hi:  # whole periods of the alternation: skip to the last
+            nxt = edges[bisect_left(edges, i)] if edges and edges[-1] >= i else 2 * n
+            t = (min(nxt, hi) - i) // period - 1
+            if t > 0:  # each period runs p forwards and p backwards of every chunk
+                i += t * period
+                done = [d + t * p if c < u else d for c, d in enumerate(done)]
+        is_f, c = _op_at(i, n, w, p, u)
+        if windows and i in edges:
+            flags = tuple(
+                (first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k]) for k in range(v)
+            )
+        i += 1
+        if is_f:
             live[c] += 1
             done[c] += 1
-        state = tuple(
-            (live[k], first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k], done[k])
-            for k in range(v)
-        )
-        seen.setdefault(state, None)
-        if phase == "B":
+        elif not (windows and i - 1 == first_b[c]):
+            live[c] -= 1  # released as it runs: holds no more than the operation before
+            continue
+        if windows:
+            seen[(tuple(live), flags)] = tuple((live[k], *flags[k], done[k]) for k in range(v))
+        else:
+            seen.setdefault(tuple(live), tuple((x, False, False, 0) for x in live))
+        if not is_f:
             live[c] -= 1
-    return tuple(seen)
+    return tuple(seen.values())
+
+
+def _alternation(
+    schedule: PipelineSchedule, p: int, m: int, stage: int, v: int
+) -> tuple[int, int, int]:
+    """``(w, n, u)`` of :func:`stage_ops`: ``w`` warm-up forwards of ``n`` (virtual)
+    micro-batches over ``u`` chunks, then a forward and a backward in turn, then the rest of
+    the backwards (:func:`_warm_then_alternate`; GPipe: ``w = n``, one chunk)."""
+    if schedule is PipelineSchedule.GPIPE:
+        return m, m, 1
+    if schedule is PipelineSchedule.ONE_F_ONE_B or p == 1:
+        return min(warmup_forwards(p, stage), m), m, 1
+    check_interleaved(p, m)
+    return min(warmup_forwards(p, stage, v), m * v), m * v, v
+
+
+def _f_pos(k: int, w: int) -> int:
+    """Position of virtual forward ``k`` in :func:`_warm_then_alternate`'s order."""
+    return k if k < w else w + 2 * (k - w)
+
+
+def _b_pos(j: int, n: int, w: int) -> int:
+    """Position of virtual backward ``j`` in :func:`_warm_then_alternate`'s order."""
+    return w + 2 * j + 1 if j < n - w else n + j
+
+
+def _last_b(c: int, n: int, p: int, u: int) -> int:
+    """The last virtual backward of chunk ``c`` (backward ``j`` runs chunk
+    ``u - 1 - (j // p) % u``; ``u = 1``: every one chunk 0's)."""
+    if u == 1:
+        return n - 1
+    blocks = n // p
+    last = blocks - 1 - ((blocks - 1 - (u - 1 - c)) % u)
+    return last * p + p - 1
+
+
+def _op_at(i: int, n: int, w: int, p: int, u: int) -> tuple[bool, int]:
+    """``(forward?, chunk)`` of the operation at position ``i`` of :func:`_warm_then_alternate`'s
+    order (forward ``k`` runs chunk ``(k // p) % u``, backward ``j`` ``u - 1 - (j // p) % u``)."""
+    if i < w:
+        return True, (i // p) % u
+    if i < w + 2 * (n - w):
+        k, odd = divmod(i - w, 2)
+        if not odd:
+            k += w
+            return True, (k // p) % u
+        return False, u - 1 - (k // p) % u
+    j = i - n
+    return False, u - 1 - (j // p) % u
 
 
 def round_robin(

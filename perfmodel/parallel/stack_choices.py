@@ -58,6 +58,18 @@ class CrossEntropy(str, ParsedEnum, where="cross_entropy", aliases=_CROSS_ENTROP
     made in its backward or the LM head's (whose output gradient is that saved tensor):
     :attr:`logits_in_place`.
 
+    ``loss-parallel``: ``eager-fp32`` under tensor parallelism in torchtitan, which turns on
+    loss parallel whenever TP > 1 (torchtitan 9dec370 ``torchtitan/parallelisms/
+    parallel_dims.py`` L119-120 ``loss_parallel_enabled = tp > 1 and not
+    disable_loss_parallel``; ``torchtitan/utils.py`` ``get_train_context`` L196-201 enters
+    ``torch.distributed.tensor.parallel.loss_parallel()``) and keeps the logits sharded over
+    the vocabulary: ``log_softmax`` saves the same vocabulary-sharded FP32 log-probabilities,
+    and the backward of ``nll_loss`` and ``log_softmax`` fused by loss parallel returns
+    ``(zeros_like(x) + exp(x)) * grad_output`` (PyTorch ``torch/distributed/tensor/parallel/
+    loss.py`` ``_nll_loss_and_log_softmax_backward``, 2.5-2.6): three FP32 tensors of the
+    logits' size live beside the saved ones (:meth:`transient_bytes`), where ``eager-fp32``
+    makes two. :meth:`for_tp` selects it.
+
     ``parse`` also reads Megatron-Core's ``cross_entropy_fusion_impl`` names (``te``: ``te-fused``;
     ``native``: ``default``):
 
@@ -68,6 +80,20 @@ class CrossEntropy(str, ParsedEnum, where="cross_entropy", aliases=_CROSS_ENTROP
     DEFAULT = "default"
     EAGER_FP32 = "eager-fp32"
     TE_FUSED = "te-fused"
+    LOSS_PARALLEL = "loss-parallel"
+
+    def for_tp(self, tp: int) -> CrossEntropy:
+        """The loss a run of this stack computes with tensor-parallel degree ``tp``:
+        ``eager-fp32`` (torchtitan's ``loss_fn``) becomes ``loss-parallel`` when ``tp > 1``
+        (torchtitan enables loss parallel whenever TP is on, see the class docstring); the
+        others stay.
+
+        >>> CrossEntropy.EAGER_FP32.for_tp(8).value, CrossEntropy.EAGER_FP32.for_tp(1).value
+        ('loss-parallel', 'eager-fp32')
+        """
+        if self is CrossEntropy.EAGER_FP32 and tp > 1:
+            return CrossEntropy.LOSS_PARALLEL
+        return self
 
     @property
     def logits_in_place(self) -> bool:
@@ -77,11 +103,16 @@ class CrossEntropy(str, ParsedEnum, where="cross_entropy", aliases=_CROSS_ENTROP
 
     def transient_bytes(self, layers: Sequence[LayerCost]) -> float:
         """Bytes live beside the saved ones at the loss's backward: twice the loss layers'
-        saved FP32 log-probabilities for ``eager-fp32``; 0 for ``default`` (covered by the
-        generic output-and-gradient pair) and ``te-fused`` (in place)."""
-        if self is not CrossEntropy.EAGER_FP32:
+        saved FP32 log-probabilities for ``eager-fp32``, three times for ``loss-parallel``; 0
+        for ``default`` (covered by the generic output-and-gradient pair) and ``te-fused`` (in
+        place)."""
+        if self is CrossEntropy.EAGER_FP32:
+            times = 2.0
+        elif self is CrossEntropy.LOSS_PARALLEL:
+            times = 3.0
+        else:
             return 0.0
-        return 2.0 * sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
+        return times * sum(la.activation_bytes for la in layers if la.kind is LayerKind.LOSS)
 
     def saved_delta_bytes(self, layers: Sequence[LayerCost], act_bytes: float) -> float:
         """Change of the loss layers' saved bytes against the zoo's count (FP32 probabilities,

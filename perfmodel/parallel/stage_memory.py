@@ -22,6 +22,7 @@ from perfmodel.parallel.recipe import (
     default_recipe,
     fp8_saved_input_delta,
 )
+from perfmodel.parallel.schedule import ChunkState
 from perfmodel.workload.layers import (
     LayerCost,
     LayerKind,
@@ -138,6 +139,7 @@ def stage_memory(
     buffer_bytes: float = 0.0,
     recipe: Recipe | None = None,
     tied_params: float = 0.0,
+    moments: Sequence[tuple[ChunkState, ...]] | None = None,
 ) -> PlanMemory:
     """Per-GPU memory of one pipeline stage, a sum of parts.
 
@@ -174,6 +176,11 @@ def stage_memory(
     the last, PyTorch 2.5-2.6 ``torch/distributed/pipelining/stage.py``; FSDP2's
     ``FSDPParam.to_accumulated_grad_if_needed`` keeps the accumulated gradient in
     ``reduce_dtype``); then fragmentation over the total.
+
+    ``moments`` (:func:`~perfmodel.parallel.schedule.chunk_moments`, pipelined callers): with
+    several chunks or :attr:`Recipe.gather_per_step`, the peak over the schedule's moments of
+    each chunk's activations at its own live count (and pipelined FSDP2's windows and kept
+    outputs, :func:`_moment_peak`) replaces ``in_flight`` sets of the chunks' mean.
     """
     from perfmodel.workload import memory as wmem
 
@@ -196,10 +203,18 @@ def stage_memory(
     weights = (weights + buffer_bytes) * replicas_on_gpu
     grads *= replicas_on_gpu
     state *= replicas_on_gpu
-    acts = _activation_bytes(chunks, plan, rc, prec, in_flight)
+    kept, working = _activation_parts(chunks, plan, rc, prec)
     act_b = prec.activation_bytes
     ce = rc.cross_entropy
-    acts += in_flight * sum(ce.saved_delta_bytes(c.layers, act_b) for c in chunks) / len(chunks)
+    ce_parts = [ce.saved_delta_bytes(c.layers, act_b) for c in chunks]
+    gathered = None  # the peak moment's gathered weights and gradients (pipelined FSDP2)
+    if moments is not None and (len(chunks) > 1 or rc.gather_per_step):
+        acts, gathered = _moment_peak(
+            chunks, kept, working, ce_parts, moments, rc, tied_params, act_b
+        )
+    else:
+        acts = in_flight * sum(kept) / len(kept) + working
+        acts += in_flight * sum(ce_parts) / len(chunks)
     # the largest of the same products over the distinct shapes (a stack repeats a few); a loss
     # that writes the logits' gradient in place makes no pair of the LM head's output size
     shapes = {
@@ -210,7 +225,9 @@ def stage_memory(
     peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
     ws += cp_gathered_kv_bytes(layers, plan, CPImpl.for_fusion(rc.fusion))
-    if rc.gather_per_step:
+    if gathered is not None and rc.gather_per_step:
+        ws += gathered
+    elif rc.gather_per_step:
         # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
         # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
         # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype
@@ -231,17 +248,17 @@ def stage_memory(
     )
 
 
-def _activation_bytes(
+def _activation_parts(
     chunks: Sequence[Chunk],
     plan: ParallelismPlan,
     rc: Recipe,
     prec: Precision,
-    in_flight: float,
-) -> float:
-    """Saved activations of ``in_flight`` micro-batches of the stage's chunks (bytes), as the
+) -> tuple[list[float], float]:
+    """Saved activations of one micro-batch of each of the stage's chunks (bytes), as the
     plan's recomputation keeps them: Megatron-Core's ``recompute_modules`` (what each module
-    frees), full or op-level selective checkpointing (the kept inputs, plus one chunk's working
-    set while it recomputes), or the layers' saved tensors (less what CPU offloading moves out).
+    frees), full or op-level selective checkpointing (the kept inputs), or the layers' saved
+    tensors (less what CPU offloading moves out); and the working set live once for the stage
+    (the largest chunk's recompute working set; 0 without recomputation).
     """
     from perfmodel.workload import memory as wmem
 
@@ -260,35 +277,118 @@ def _activation_bytes(
                 (k + fp8_saved_input_delta(c.layers, prec.activation_bytes, freed), w)
                 for c, (k, w) in zip(chunks, parts, strict=True)
             ]
-        acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
-    elif plan.recompute is Recompute.FULL or op_sac:
+        return [k for k, _ in parts], max(w for _, w in parts)
+    if plan.recompute is Recompute.FULL or op_sac:
         parts = [
             rc.selective_recompute.kept_bytes(c.layers, prec)
             if op_sac
             else wmem.full_recompute_bytes(c.layers, prec)
             for c in chunks
         ]
-        acts = in_flight * sum(k for k, _ in parts) / len(parts) + max(w for _, w in parts)
-    else:
+        return [k for k, _ in parts], max(w for _, w in parts)
+    per_chunk = [
+        wmem.activation_bytes(c.layers, plan.recompute, precision=prec)
+        + (
+            fp8_saved_input_delta(c.layers, prec.activation_bytes)
+            if rc.fp8_saves_fp8_inputs
+            else 0.0
+        )
+        for c in chunks
+    ]
+    if rc.activation_offload_layers:  # pp = 1 (build_recipe checks): one chunk
         per_chunk = [
-            wmem.activation_bytes(c.layers, plan.recompute, precision=prec)
-            + (
-                fp8_saved_input_delta(c.layers, prec.activation_bytes)
-                if rc.fp8_saves_fp8_inputs
-                else 0.0
+            a
+            - offloaded_activation_bytes(
+                c.layers,
+                rc.activation_offload_layers,
+                prec.activation_bytes,
+                rc.fp8_saves_fp8_inputs,
             )
-            for c in chunks
+            for a, c in zip(per_chunk, chunks, strict=True)
         ]
-        if rc.activation_offload_layers:  # pp = 1 (build_recipe checks): one chunk
-            per_chunk = [
-                a
-                - offloaded_activation_bytes(
-                    c.layers,
-                    rc.activation_offload_layers,
-                    prec.activation_bytes,
-                    rc.fp8_saves_fp8_inputs,
-                )
-                for a, c in zip(per_chunk, chunks, strict=True)
-            ]
-        acts = in_flight * sum(per_chunk) / len(per_chunk)
-    return acts
+    return per_chunk, 0.0
+
+
+def chunk_output_bytes(chunk: Chunk, act_bytes: float) -> float:
+    """Bytes of one micro-batch's output of ``chunk`` as its pipeline stage returns it: the
+    last layer's output at ``act_bytes`` per element, or, for the model's last chunk, the LM
+    head's logits (the loss is computed outside the stage's module: ``torch.distributed.
+    pipelining`` applies the schedule's ``loss_fn`` to the stage's output, torchtitan 9dec370
+    ``train.py``)."""
+    layers = chunk.layers
+    if not len(layers):
+        return 0.0
+    last = layers[-1]
+    if last.kind is LayerKind.LOSS and len(layers) > 1:
+        last = layers[-2]
+    return _elements(last.output_shape) * act_bytes
+
+
+def _moment_peak(
+    chunks: Sequence[Chunk],
+    kept: Sequence[float],
+    working: float,
+    ce_parts: Sequence[float],
+    moments: Sequence[tuple[ChunkState, ...]],
+    rc: Recipe,
+    tied_params: float,
+    act_b: float,
+) -> tuple[float, float]:
+    """The stage's activations and, under pipelined FSDP2, its gathered weights with its
+    unsharded gradients (bytes) at the schedule moment where their sum peaks.
+
+    Every chunk's saved activations count with that chunk's own live micro-batches:
+    ``sum_c n_c(t) (kept_c + ce_c) + working`` at moment ``t``
+    (:func:`~perfmodel.parallel.schedule.chunk_moments`). ``torch.distributed.pipelining``
+    keeps each (chunk, micro-batch)'s inputs and output in ``fwd_cache`` until that
+    micro-batch's backward of that chunk (PyTorch 1963fc8, 2024-12-23, the 2.6
+    development line: ``torch/distributed/pipelining/stage.py`` ``forward_one_chunk`` / ``backward_one_chunk``); Megatron-Core's
+    interleaved schedule does the same per model chunk (Megatron-LM 4415119 ``megatron/core/
+    pipeline_parallel/schedules.py`` ``forward_backward_pipelining_with_interleaving``:
+    ``forward_step_helper_postprocess`` L1262-1264 appends to ``output_tensors[
+    model_chunk_id]``, ``backward_step_helper_preprocess`` L1311-1325 pops that chunk's
+    ``input_tensors`` and ``output_tensors``). So the last stage of an interleaved plan
+    holds its LM head's saved tensors once per in-flight micro-batch of its last chunk, not
+    the chunks' mean times the stage's in-flight count.
+
+    Under ``torch.distributed.pipelining`` with FSDP2 (:attr:`Recipe.gather_per_step`),
+    ``PipelineScheduleMulti`` runs each stage's backward with ``last_backward`` set by that
+    stage's own backward counter, and ``PipelineStage.backward_maybe_with_nosync`` calls the
+    FSDP post-backward (``reshard`` and the gradients' reduce-scatter) only then (PyTorch
+    1963fc8 ``torch/distributed/pipelining/schedules.py`` ``PipelineScheduleMulti.
+    _step_microbatches`` ``backward_counter``; ``stage.py`` ``backward_maybe_with_nosync``
+    ``run_post_backward``): a chunk's weights stay gathered from its first forward
+    (``reshard_after_forward`` off with PP, torchtitan 820504e ``apply_fsdp``) to its last
+    backward, ``params_c x gather_bytes``, and its unsharded gradients (``reduce_dtype``)
+    from its first backward to its last, ``params_c x grad_reduce_bytes``; the tied copy
+    (``tied_params``) is the last chunk's. And before PyTorch PR #153383 (May 2025, after
+    the torch 1963fc8 the torchtitan rows ran) ``forward_one_chunk`` appended
+    every micro-batch's output to ``output_chunks`` on every stage, cleared at the next
+    ``step()``: ``done_c(t) x`` :func:`chunk_output_bytes` more, the last stage's the LM
+    head's logits.
+
+    ``act_b``: bytes per activation element (the outputs'). Returns ``(activations,
+    gathered)``, the first with the kept outputs.
+    """
+    outs = [0.0] * len(chunks)
+    gat = [0.0] * len(chunks)
+    red = [0.0] * len(chunks)
+    if rc.gather_per_step:
+        outs = [chunk_output_bytes(c, act_b) for c in chunks]
+        params = [float(c.params) for c in chunks]
+        params[-1] += tied_params
+        gat = [p * rc.gather_bytes for p in params]
+        red = [p * rc.grad_reduce_bytes for p in params]
+    per_mb = [k + e for k, e in zip(kept, ce_parts, strict=True)]
+    best = (-1.0, 0.0, 0.0)
+    for t in moments:
+        acts = working
+        held = 0.0
+        for (live, gathered, grads, done), a, o, g, r in zip(
+            t, per_mb, outs, gat, red, strict=True
+        ):
+            acts += live * a + done * o
+            held += (g if gathered else 0.0) + (r if grads else 0.0)
+        if acts + held > best[0]:
+            best = (acts + held, acts, held)
+    return best[1], best[2]

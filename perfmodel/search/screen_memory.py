@@ -16,7 +16,8 @@ block input per chunk more, times the in-flight micro-batches (9.25 GiB there).
 function of the same layers. (Session 18: a chunk that begins with a block keeps that block's
 input, the tensor it receives from the previous stage, as Megatron does
 (:func:`perfmodel.workload.memory.first_block_input_elements`); ``predict`` now says 87.15 GiB
-there, does not fit, and runs mb6; the screen still says what it says.)
+there, does not fit, and runs mb6; the screen still says what it says; 88.82 GiB since mem30b
+counts each chunk's activations at its own in-flight count.)
 What is still the screen's own layout (``blocks / pp`` blocks plus the embedding or the head,
 not the lowering's cost-balanced partition of unequal blocks) is confirmed near capacity.
 """
@@ -158,7 +159,7 @@ def plan_stage_memory(
     from perfmodel.parallel.lowering import Chunk, Segment
     from perfmodel.parallel.partition import unit_ids
     from perfmodel.parallel.plan import PipelineSchedule
-    from perfmodel.parallel.schedule import stage_peak_in_flight
+    from perfmodel.parallel.schedule import chunk_moments, stage_peak_in_flight
     from perfmodel.parallel.stage_memory import (
         stage_buffer_bytes,
         stage_memory,
@@ -185,6 +186,9 @@ def plan_stage_memory(
         parts = [chunk(c) for c in chunks]
         in_flight = peak
         layers = [la for c in chunks for la in c.layers] if workload.buffers else ()
+    # the schedule's moments where the stage's chunks are the lowering's (one chunk: v = 1)
+    exact = pp > 1 and (chunks is not None or v == 1) and (v > 1 or rc.gather_per_step)
+    moments = chunk_moments(plan.schedule, pp, m, stage, v, rc.gather_per_step) if exact else None
     tied = tied_embedding_params(parts[-1].layers) if pp > 1 and stage == pp - 1 else 0
     return stage_memory(
         parts,
@@ -197,6 +201,7 @@ def plan_stage_memory(
         buffer_bytes=stage_buffer_bytes(workload, layers) if workload.buffers else 0.0,
         recipe=rc,
         tied_params=tied,
+        moments=moments,
     )
 
 
