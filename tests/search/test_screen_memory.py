@@ -49,6 +49,9 @@ CASES = [
                      "recompute": "selective"}),
     ("megatron-core", "moe", {"gpus": 8, "ep": 2, "pp": 2, "global_batch": 16, "microbatch": 1}),
     ("torchtitan", "moe", {"gpus": 8, "ep": 4, "global_batch": 16, "microbatch": 2}),
+    # pipelined FSDP2 interleaved with loss parallel: per-chunk windows, kept outputs (mem30b)
+    ("torchtitan", "gpt", {"gpus": 8, "tp": 2, "pp": 2, "interleave": 2, "global_batch": 16,
+                           "microbatch": 1}),
 ]  # fmt: skip
 
 
