@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.channels import LazyChannels, build_channels
+from perfmodel.comm.gpu_slices import server_runs
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupAnalysis, GroupInfo, relabel
 from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers
@@ -238,7 +239,11 @@ class GroupMemo:
         """
         if algo not in BY_GROUP_NUMBERS and algo is not Algorithm.AUTO:
             return None
-        servers = set(map(self.links.server.__getitem__, members))
+        runs = server_runs(self.topology, self.links, members)
+        if runs is not None:  # a strided slice of the GPUs: its servers by arithmetic
+            servers = set(runs[2])
+        else:
+            servers = set(map(self.links.server.__getitem__, members))
         if len(servers) < 2:
             return None
         sym = server_symmetry(self.topology)
@@ -338,6 +343,12 @@ class GroupMemo:
         (:meth:`GroupAnalysis.packed <perfmodel.comm.group.GroupAnalysis.packed>`), the GPU model and the P2P rule of the servers, alike in a class.
         """
         links = self.links
+        runs = server_runs(self.topology, links, members)
+        if runs is not None:  # a strided slice of the GPUs: no per-member read (gpu_slices)
+            parts, key0, servers = runs
+            if len(parts) < 2:
+                return None
+            return ("ring", key0, self._class_seq(servers)), parts
         of_member = list(map(links.server.__getitem__, members))
         if len(members) > 1:  # one member per server, one local id, servers in classes (a
             # data-parallel group): the same key and parts, read in C loops
@@ -360,11 +371,15 @@ class GroupMemo:
         elif any(tuple(map(lid, p)) != key0 for p in parts[1:]):
             return None
         servers = list(map(links.server.__getitem__, map(itemgetter(0), parts)))
-        cls = links._symmetry.cls
-        seq = tuple(map(cls.get, servers))
-        if None in seq:  # a server outside every class stands for itself
-            seq = tuple(c if c is not None else ("u", s) for s, c in zip(servers, seq))
-        return ("ring", key0, seq), parts
+        return ("ring", key0, self._class_seq(servers)), parts
+
+    def _class_seq(self, servers: Sequence[int]) -> tuple[Any, ...]:
+        """The classes of ``servers`` in order (:meth:`_ring_pattern`'s key), a server outside
+        every class standing for itself."""
+        seq = tuple(map(self.links._symmetry.cls.get, servers))
+        if None in seq:
+            seq = tuple(c if c is not None else ("u", s) for s, c in zip(servers, seq, strict=True))
+        return seq
 
     def _pattern_group(self, members: tuple[str, ...]) -> GroupInfo | None:
         """The analysis of a group of GPUs spanning servers from the numbers of its ring
