@@ -14,6 +14,7 @@ machine) to learn that it is 2,048 whole servers.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from perfmodel.topology.lazy import NodeTable, server_of_name
@@ -26,13 +27,18 @@ if TYPE_CHECKING:
 #: server tables member by member, the direct path its tests compare against).
 ON = True
 
+#: Smaller groups are read member by member: a made table entry reads in ~0.1 us, the slice
+#: check costs ~2 us (tests lower it to 2 to compare every slice).
+MIN_MEMBERS = 64
+
 
 def server_runs(
     topology: Topology, links: NodeTables, members: tuple[str, ...]
 ) -> tuple[list[list[str]], tuple[str, ...], range] | None:
     """``(parts, local ids of each part, the parts' servers)`` of a group of GPUs that is
     ``topology.gpus[r : r + step * n : step]`` with the same number of members on each of
-    its servers, or ``None`` (any other group, or :data:`ON` off: read member by member).
+    its servers, or ``None`` (any other group, fewer than :data:`MIN_MEMBERS` members, or
+    :data:`ON` off: read member by member).
 
     The answer is what the server tables give member by member, exactly:
     ``links.server`` and ``links.local_id`` are the pattern's :class:`NodeTable` s, whose
@@ -47,20 +53,15 @@ def server_runs(
     appearance), every part with the same local ids.
     """
     n = len(members)
-    if not ON or n < 2:
+    if not ON or n < max(2, MIN_MEMBERS):
         return None
     p = links._pattern
-    server, local_id = links.server, links.local_id
-    if p is None or type(server) is not NodeTable or type(local_id) is not NodeTable:
+    if p is None or type(links.server) is not NodeTable or type(links.local_id) is not NodeTable:
         return None
-    gpus = topology.gpus
-    g = len(gpus) // p.servers  # GPUs a server: every server is a copy of server 0
-    if g * p.servers != len(gpus):
+    slots = _slots(topology)
+    if slots is None:
         return None
-    head = gpus[:g]
-    first = p.prefix(0)
-    slot_of = {x[len(first) :]: i for i, x in enumerate(head)}
-    lid_set = frozenset(p.local_ids)
+    g, slot_of, lid_set = slots
     at = []
     for name in members[:2]:
         s = server_of_name(name, p.servers, lid_set)
@@ -71,9 +72,9 @@ def server_runs(
             return None
         at.append(s * g + slot)
     r, step = at[0], at[1] - at[0]
-    if step <= 0 or gpus[r : r + step * n : step] != members:
+    if step <= 0 or topology.gpus[r : r + step * n : step] != members:
         return None
-    lids = [x[len(first) :] for x in head]
+    lids = list(slot_of)
     s0, slot0 = divmod(r, g)
     if step % g == 0:  # one member a server
         return [[m] for m in members], (lids[slot0],), range(s0, s0 + n * (step // g), step // g)
@@ -82,3 +83,19 @@ def server_runs(
     k = g // step  # members a server, at slots slot0, slot0 + step, ...
     parts = list(map(list, zip(*[iter(members)] * k, strict=True)))
     return parts, tuple(lids[slot0::step]), range(s0, s0 + n // k)
+
+
+@lru_cache(maxsize=64)
+def _slots(topology: Topology) -> tuple[int, dict[str, int], frozenset[str]] | None:
+    """``(G, local id -> slot in server 0's GPU order, every local id)`` of a cluster of copies
+    (``topology.gpus`` is server by server, ``G`` GPUs each), or ``None`` (not one); kept per
+    topology as :func:`~perfmodel.topology.symmetry.server_symmetry`."""
+    p = topology.pattern
+    if p is None or not p.describes(topology):
+        return None
+    gpus = topology.gpus
+    g = len(gpus) // p.servers  # GPUs a server: every server is a copy of server 0
+    if g * p.servers != len(gpus):
+        return None
+    cut = len(p.prefix(0))
+    return g, {x[cut:]: i for i, x in enumerate(gpus[:g])}, frozenset(p.local_ids)

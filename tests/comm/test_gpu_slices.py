@@ -17,6 +17,13 @@ from perfmodel.comm.params import Algorithm
 from perfmodel.parallel.placement import Placement
 from perfmodel.topology import Topology, load_system
 
+
+@pytest.fixture(autouse=True)
+def _every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every slice of two members or more takes the door."""
+    monkeypatch.setattr(gpu_slices, "MIN_MEMBERS", 2)
+
+
 SYSTEMS = [
     ("dgx-a100", {"nodes": 12}),  # rails: one class
     ("dgx-a100", {"nodes": 12, "fabric_topology": "fat-tree"}),
