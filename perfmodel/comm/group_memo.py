@@ -409,8 +409,12 @@ class GroupMemo:
                 self._unsummarised.add(key)
             return info
         links = self.links
-        srv = links.server
-        servers = [srv[p[0]] for p in parts]
+        runs = server_runs(self.topology, links, members)
+        if runs is not None:  # a strided slice of the GPUs: its parts' servers by arithmetic
+            servers = list(runs[2])
+        else:
+            srv = links.server
+            servers = [srv[p[0]] for p in parts]
         first = links.by_local[servers[0]]
         channels = LazyChannels(
             pat.n_channels,

@@ -112,3 +112,29 @@ def test_wide_ring_reads_no_member(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [dict.__len__(t) for t in tables] == before
     assert _direct(monkeypatch, model, topo.gpus) == (key, None)
     assert all(dict.__len__(t) >= len(topo.gpus) for t in tables)
+
+
+@pytest.mark.parametrize("step", [1, 4, 8])
+def test_pattern_group_equal_direct(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    """A wide data-parallel group's analysis read off its ring pattern (the second group of
+    the pattern: its parts' servers by arithmetic) and its collectives equal the direct
+    path's, field by field."""
+    topo = load_system("dgx-a100", nodes=16)
+    gpus = topo.gpus
+    first, second = gpus[0:64:step], gpus[64::step]  # servers 0-7, then 8-15
+    got = []
+    for on in (True, False):
+        monkeypatch.setattr(gpu_slices, "ON", on)
+        model = CommCostModel(topo)
+        model.group_info(first)
+        info = model.group_info(second)
+        got.append(
+            (
+                {f: getattr(info, f) for f in info.__dataclass_fields__ if f != "channels"},
+                info.channels.servers,  # type: ignore[attr-defined]
+                info.channels.intra_hops,  # type: ignore[attr-defined]
+                tuple(info.channels),
+                [model.collective("allreduce", m, second) for m in (2**20, 2**28)],
+            )
+        )
+    assert got[0] == got[1]
