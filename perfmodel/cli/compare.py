@@ -590,7 +590,7 @@ def _run_systems_search(args: argparse.Namespace) -> int:
             )
             failures[opt.label] = (
                 f"no plan fits ({why or f'{len(res.ranked)} evaluated, none in memory'})"
-                + _pipeline_zero_note(res, base)
+                + _pipeline_zero_note(res, sc)
             )
             continue
         results.append((opt.label, best, res, gpn, domain))
@@ -648,10 +648,15 @@ def _pipeline_zero_note(res: Any, base: dict[str, Any]) -> str:
     """``"; N plans with pp > 1 not enumerated: ..."`` when the search's software refuses
     ZeRO stages with pipelining (:func:`perfmodel.search.plans.pipeline_zero_note`), else
     ``""``: a search whose every plan was refused says why and what runs instead."""
-    from perfmodel.parallel.software import get_preset
+    from perfmodel.parallel.software import get_preset, with_software_options
     from perfmodel.search.plans import pipeline_zero_note
 
-    note = pipeline_zero_note(res.rejected, get_preset(str(base.get("software") or "pytorch-ddp")))
+    preset = with_software_options(  # the preset the search ran with (search_plans' own)
+        get_preset(str(base.get("software") or "pytorch-ddp")),
+        dict(base.get("software_options") or {}),
+        where="software_options",
+    )
+    note = pipeline_zero_note(res.rejected, preset)
     return f"; {note}" if note else ""
 
 

@@ -134,7 +134,7 @@ def _add_software_args(p: argparse.ArgumentParser) -> None:
         help="set one knob of the stack beside its preset (repeatable): tp_comm_overlap, "
         "overlap_grad_comm, overlap_param_gather, grad_reduce_fp32, fp8_params (true/false), "
         "bucket_bytes (MiB), optimizer_dtype (fp32/bf16/fp16), activation_offload_layers (N), "
-        "cross_entropy (te/native/eager-fp32); Megatron/NeMo names are accepted "
+        "cross_entropy (te/native/eager-fp32/loss-parallel); Megatron/NeMo names are accepted "
         "(ub_tp_comm_overlap, grad_reduce_in_fp32, bucket_cap_mb, optim.dtype, "
         "cpu_offloading_num_layers, cross_entropy_fusion_impl...); docs/predict.md",
     )

@@ -305,9 +305,7 @@ def build_chunk(
         # n copies of a block's collectives: n x their time (adding 0.0 changes no sum)
         tf = sum_pieces(fwd_points, point_time)
         tb = sum_pieces(bwd_points, point_time)
-        rc, tb, extra, unpaired = _recomputed_and_expert_context(
-            seg_layers, f, bi + bw, rc, tf, tb, ctx
-        )
+        rc, tb, extra, unpaired = _recomputed_and_expert_context(seg_layers, f, rc, tf, tb, ctx)
         stall = sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0
         segs.append(Segment(
             ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, extra, expert, stall, rs_f,
@@ -473,7 +471,6 @@ def _shape_sums(
 def _recomputed_and_expert_context(
     seg_layers: Sequence[LayerCost],
     fwd_s: float,
-    bwd_s: float,
     recompute_s: float,
     tp_fwd_s: float,
     tp_bwd_s: float,

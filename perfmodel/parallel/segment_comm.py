@@ -396,7 +396,10 @@ def _block_overlap_shares(
         for k, v in enumerate(_layer_overlap_sums(la, ctx)):
             acc[k] += v
     slowdown = _overlap_slowdown(ctx)
-    return {b: _exposed_shares(f, b_, cf, cb, slowdown) for b, (f, b_, cf, cb) in sums.items()}
+    return {
+        blk: _exposed_shares(ep_f, ep_b, cf, cb, slowdown)
+        for blk, (ep_f, ep_b, cf, cb) in sums.items()
+    }
 
 
 def _expert_context_overlapped(

@@ -526,7 +526,8 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "how the loss keeps its backward's tensors: te-fused (te: Transformer Engine's "
             "parallel_cross_entropy, the 16-bit logits with their gradient written in place), "
             "default (native: FP32 softmax), eager-fp32 (F.cross_entropy on .float() logits; "
-            "loss-parallel with tp > 1, torchtitan's loss parallel), loss-parallel",
+            "loss-parallel with tp > 1, torchtitan's loss parallel; its disable_loss_parallel is not "
+            "expressible), loss-parallel",
         ),
         SoftwareOption(
             "param_owners",

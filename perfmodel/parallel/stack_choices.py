@@ -60,12 +60,14 @@ class CrossEntropy(str, ParsedEnum, where="cross_entropy", aliases=_CROSS_ENTROP
 
     ``loss-parallel``: ``eager-fp32`` under tensor parallelism in torchtitan, which turns on
     loss parallel whenever TP > 1 (torchtitan 9dec370 ``torchtitan/parallelisms/
-    parallel_dims.py`` L119-120 ``loss_parallel_enabled = tp > 1 and not
-    disable_loss_parallel``; ``torchtitan/utils.py`` ``get_train_context`` L196-201 enters
+    parallel_dims.py`` L119-120 ``return self.tp > 1 and self.enable_loss_parallel``, with
+    train.py L57 ``enable_loss_parallel=not job_config.training.disable_loss_parallel``;
+    ``torchtitan/utils.py`` ``get_train_context`` L196-201 enters
     ``torch.distributed.tensor.parallel.loss_parallel()``) and keeps the logits sharded over
     the vocabulary: ``log_softmax`` saves the same vocabulary-sharded FP32 log-probabilities,
     and the backward of ``nll_loss`` and ``log_softmax`` fused by loss parallel returns
-    ``(zeros_like(x) + exp(x)) * grad_output`` (PyTorch ``torch/distributed/tensor/parallel/
+    ``(grad_input + torch.exp(x)) * grad_output``, ``grad_input = torch.zeros_like(x)`` with the
+    targets' -1 scattered in (PyTorch ``torch/distributed/tensor/parallel/
     loss.py`` ``_nll_loss_and_log_softmax_backward``, 2.5-2.6): three FP32 tensors of the
     logits' size live beside the saved ones (:meth:`transient_bytes`), where ``eager-fp32``
     makes two. :meth:`for_tp` selects it.

@@ -358,7 +358,8 @@ def _moment_peak(
     1963fc8 ``torch/distributed/pipelining/schedules.py`` ``PipelineScheduleMulti.
     _step_microbatches`` ``backward_counter``; ``stage.py`` ``backward_maybe_with_nosync``
     ``run_post_backward``): a chunk's weights stay gathered from its first forward
-    (``reshard_after_forward`` off with PP, torchtitan 820504e ``apply_fsdp``) to its last
+    (``reshard_after_forward`` off with PP, torchtitan 9dec370 ``torchtitan/parallelisms/
+    parallelize_llama.py`` L326-329, as at 820504e) to its last
     backward, ``params_c x gather_bytes``, and its unsharded gradients (``reduce_dtype``)
     from its first backward to its last, ``params_c x grad_reduce_bytes``; the tied copy
     (``tied_params``) is the last chunk's. And before PyTorch PR #153383 (May 2025, after

@@ -160,7 +160,7 @@ def plan_for(p: ParsedScenario, n: int) -> tuple[ParallelismPlan, int]:
     if mb is None:
         mb = 1 if p.pp > 1 else bpr
     zero = preset.zero if p.zero is None else p.zero
-    check_pipeline_zero(preset, 3 if preset.fsdp and zero == 3 else zero, p.pp, p.zero is not None)
+    check_pipeline_zero(preset, zero, p.pp, p.zero is not None)
     plan = ParallelismPlan(
         **{k: getattr(p, k) for k in _PLAN_AS_PARSED},
         dp=dp,
@@ -181,7 +181,7 @@ def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -
     asserts ``zero_optimization_stage() < ZeroStageEnum.gradients``, "ZeRO-2 and ZeRO-3 are
     incompatible with pipeline parallelism" (``deepspeed/runtime/pipe/engine.py``), so the
     ``deepspeed-zero2``/``-zero3`` presets with ``pp > 1`` are plans the stack does not run.
-    ``stated``: the stage is the scenario's ``zero``, not the preset's. FSDP counts as stage 3.
+    ``stated``: the stage is the scenario's ``zero``, not the preset's.
 
     >>> from perfmodel.parallel.software import get_preset
     >>> check_pipeline_zero(get_preset("deepspeed-zero1"), 1, 4)  # ZeRO-1 runs with pipelining

@@ -816,7 +816,12 @@ class PlanScreen(ScreenGroups):
         equal = self._layouts.get(id(pt))
         if equal is None:
             equal = self._layouts[id(pt)] = equal_blocks(pt)
-        return mem, bool(equal)
+        # an interleaved stage the screen could not cut as the lowering does (its estimate has
+        # no per-chunk counts): predict confirms it, as it does unequal blocks
+        cut = not interleaved or all(
+            self._layouts.get((id(pt), plan.pp, plan.interleave, s)) for s in (0, plan.pp - 1)
+        )
+        return mem, bool(equal) and cut
 
     def _auto_microbatch(
         self, plan: Any, per_replica: int, strides: Ranks, fields: Mapping[str, Any]

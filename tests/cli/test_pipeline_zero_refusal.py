@@ -63,3 +63,18 @@ def test_compare_with_every_plan_refused_says_why(capsys: pytest.CaptureFixture[
     # the hint's --zero 0,1 is a search that ranks pipelined plans
     assert main([*argv, "--tp", "1", "--pp", "2", "--zero", "0,1"]) == 0
     capsys.readouterr()
+
+
+def test_systems_search_names_the_refusal_of_a_per_system_software(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``compare --systems ... --search`` whose entry states the software
+    (``dgx-a100:software=deepspeed-zero3``): the system's line says why no plan is left, from
+    that entry's stack (final20b: the note read the base's software, pytorch-ddp, and said
+    nothing)."""
+    job = [a for a in JOB[:-2] if a not in ("--system", "dgx-a100")]
+    argv = ["compare", *job, "--systems", "dgx-a100:software=deepspeed-zero3", "--search"]
+    main([*argv, "--gpus", "8", "--tp", "1", "--pp", "2"])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "deepspeed-zero3 runs at most ZeRO-1 with pipeline parallelism" in text

@@ -17,6 +17,9 @@ from perfmodel.comm.params import Algorithm
 from perfmodel.parallel.placement import Placement
 from perfmodel.topology import Topology, load_system
 
+#: the size from which the door is taken, as shipped (the fixture below lowers it)
+DEFAULT_MIN_MEMBERS = gpu_slices.MIN_MEMBERS
+
 
 @pytest.fixture(autouse=True)
 def _every_size(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,6 +97,9 @@ def test_refused_slices() -> None:
     assert server_runs(topo, links, gpus[0:30:3]) is None  # 3 does not divide 8
     assert server_runs(topo, links, gpus[:1]) is None
     assert server_runs(topo, links, (gpus[8], gpus[0])) is None
+    assert server_runs(topo, links, (gpus[0], gpus[8], gpus[17])) is None  # not a slice
+    assert server_runs(topo, links, (*gpus[:15], gpus[31])) is None  # not a slice
+    assert server_runs(topo, links, (gpus[0], gpus[0])) is None  # step 0
     parts, lids, servers = server_runs(topo, links, gpus[1:32:2])  # type: ignore[misc]
     assert (len(parts), len(lids), servers) == (4, 4, range(4))
 
@@ -101,6 +107,7 @@ def test_refused_slices() -> None:
 def test_wide_ring_reads_no_member(monkeypatch: pytest.MonkeyPatch) -> None:
     """The data-parallel ring of all GPUs of 128 servers (beyond the tables' per-server
     fill) makes no per-member entry of the server tables; the direct path makes all."""
+    monkeypatch.setattr(gpu_slices, "MIN_MEMBERS", DEFAULT_MIN_MEMBERS)  # the shipped size
     topo = load_system("dgx-a100", nodes=128)
     model = CommCostModel(topo)
     tables = (model.links.server, model.links.local_id)

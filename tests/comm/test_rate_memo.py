@@ -122,3 +122,28 @@ def test_a_simulated_step_is_the_same_either_way(monkeypatch: pytest.MonkeyPatch
         return tl.makespan_s, tuple(tl.start_s), tuple(tl.end_s)
 
     assert timeline(True) == timeline(False)
+
+
+def test_the_key_names_every_input_of_the_filling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs that differ in one part of the key only (a flow's multiplicity, the number of
+    flows, which flow an entry belongs to, the link) get their own rates: kept answers equal
+    the filling's with the memo off (each part left out of the key fails this test)."""
+    from types import SimpleNamespace as F
+
+    env = simpy.Environment()
+    net = FlowNetwork(env, load_system("dgx1-v100"))
+    net.transfer("gpu1", "gpu0", 1e6)
+    env.run()
+    a, b = 0, 1
+    cases = [
+        [([a], [1.0]), ([a], [1.0])],
+        [([a], [1.0]), ([a], [3.0])],
+        [([a, b], [1.0, 1.0]), ([a], [1.0])],
+        [([a], [1.0]), ([a, b], [1.0, 1.0])],
+        [([a], [1.0]), ([a], [1.0]), ([], [])],
+        [([a], [1.0]), ([b], [1.0])],
+        [([a, b], [1.0, 1.0]), ([], [])],
+    ]
+    got = [list(net._rates_of([F(ids=i, mults=m) for i, m in c])) for c in cases]
+    monkeypatch.setattr(FlowNetwork, "RATE_MEMO", False)
+    assert got == [list(net._rates_of([F(ids=i, mults=m) for i, m in c])) for c in cases]

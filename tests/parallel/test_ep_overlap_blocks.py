@@ -20,8 +20,6 @@ from perfmodel.workload.layers import CommPoint, ExpertRole, LayerCost, LayerKin
 #: ``n / 1e9`` s (1 GB/s): the dispatch and combine of either block move 3 MB each way
 _FWD = {"attn0": 3e-3, "experts0": 1e-3, "attn1": 0.6e-3, "experts1": 0.4e-3, "head": 20e-3}
 _A2A = CommPoint(CollectiveOp.ALLTOALL, 3e6, "ep")
-#: the house compute slowdown beside NCCL's all-to-all (a cost model without a compute model)
-_S = 0.05
 
 
 class _Costs:
@@ -97,7 +95,8 @@ def test_two_unlike_blocks_in_one_segment_golden() -> None:
     block 0: forward 6 ms beside 8 ms of backward: 0.3 ms; backward 6 beside 4: 2.2 ms;
     block 1: forward 6 beside 2: 4.1 ms; backward 6 beside 1: 5.05 ms.
     Summed over the segment instead (12 ms beside 10 / 5 ms: 2.5 and 7.25 ms) block 0's
-    spare backward compute would hide 4 ms of block 1's forward all-to-alls."""
+    spare backward compute (8 - 6 = 2 ms) would hide 2 ms of block 1's forward all-to-alls
+    (exposed forward 4.4 -> 2.5 ms)."""
     chunk = _chunk(None)
     assert _sizes(chunk) == [9]
     assert _ep(chunk, "F") == pytest.approx(0.3e-3 + 4.1e-3)
@@ -154,3 +153,29 @@ def test_a_split_block_takes_its_whole_share() -> None:
     seg = next(s for s in chunk.segments if 5 in s.layers)
     got = sum(c.duration_s for c in seg.ep_cp if c.kind is CommKind.EP and c.phase == "F")
     assert got == pytest.approx(3e-3 * 4.1 / 6)
+
+
+def test_context_collectives_beside_the_all_to_alls_stay_whole() -> None:
+    """A layer that also runs a context-parallel collective (group ``cp``) keeps it as issued:
+    ``ep_overlap`` hides only the expert all-to-alls (the cp entry's exposed time is its full
+    time, 2 ms of 2 MB each phase), while the all-to-alls beside it are scaled."""
+    from dataclasses import replace as _replace
+
+    cp = CommPoint(CollectiveOp.ALLGATHER, 2e6, "cp")
+    wl = _workload()
+    layers = tuple(
+        _replace(la, fwd_comm=(*la.fwd_comm, cp), bwd_comm=(*la.bwd_comm, cp))
+        if la.name == "dispatch0"
+        else la
+        for la in wl.layers
+    )
+    plan = ParallelismPlan(dp=2, ep=2, cp=2, ep_overlap=True)
+    chunk = build_chunk(
+        _replace(wl, layers=layers), list(range(9)), _Costs(), plan, ("g0",),  # type: ignore[arg-type]
+        bucket_bytes=None, first_bucket_bytes=None, by_block=False,
+        comm_groups={"ep": (("g0", "g1"),), "cp": (("g0", "g2"),)},
+    )  # fmt: skip
+    cps = [c for seg in chunk.segments for c in seg.ep_cp if c.kind is CommKind.CP]
+    assert sorted(c.phase for c in cps) == ["B", "F"]
+    assert all(c.duration_s == c.full_s == pytest.approx(2e-3) for c in cps)
+    assert _ep(chunk, "F") < _ep(chunk, "F", "full_s")

@@ -149,12 +149,15 @@ def _torchtitan(**kw: object) -> PipelineLowering:
     return _lowering(**{**base, **kw})
 
 
-def test_fsdp2_pipelined_windows_and_kept_outputs() -> None:
+@pytest.mark.parametrize("model", ["llama", "gpt"])
+def test_fsdp2_pipelined_windows_and_kept_outputs(model: str) -> None:
     """torchtitan, FSDP2 4 x pp 2 x v 2, 2 micro-batches per step: the last stage's
     activations plus gathered weights and FP32 gradients are the largest over :data:`HAND`'s
     moments of ``sum_c live_c k_c + done_c o_c + w + gathered_c P_c a + grads_c P_c r``
-    (``o_c`` the chunk's output: chunk 1's the LM head's bf16 logits)."""
-    low = _torchtitan()
+    (``o_c`` the chunk's output: chunk 1's the LM head's bf16 logits). GPT ties its word
+    embedding: the last chunk holds the tied copy too (``P_1`` + ``tied``)."""
+    low = _torchtitan() if model == "llama" else _torchtitan(model="gpt", model_args=SMALL)
+    assert (low.tied[1] > 0) is (model == "gpt")
     rc = low.rc
     assert rc.gather_per_step and rc.cross_entropy is CrossEntropy.EAGER_FP32
     mine = [low.chunks[c * 2 + 1] for c in range(2)]
@@ -163,7 +166,8 @@ def test_fsdp2_pipelined_windows_and_kept_outputs() -> None:
     w = max(p[1] for p in parts)
     head = next(la for la in mine[1].layers if la.name.endswith("lm_head"))
     out = [_elements(mine[0].layers[-1].output_shape) * 2, _elements(head.output_shape) * 2]
-    assert out[1] == 2 * 1024 * 32000 * 2  # mb 2 x seq 1024 x vocab, bf16
+    vocab = 32000 if model == "llama" else 50257
+    assert out[1] == 2 * 1024 * vocab * 2  # mb 2 x seq 1024 x vocab, bf16
     params = [float(c.params) for c in mine]
     params[1] += low.tied[1]
 
