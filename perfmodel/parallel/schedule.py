@@ -174,10 +174,12 @@ def chunk_moments(
     whose weights and gradients do not follow the chunks' windows. Memoised.
 
     Only moments no other moment holds at least as much of, chunk by chunk, can be a stage's
-    peak, so the list keeps the forwards and each chunk's first backward (where its gradients
-    appear; any other backward holds no more than the operation before it), and of the
-    moments alike in live counts and windows the last (the most forwards run): a few per
-    phase of the schedule, not one per operation. In order of first occurrence.
+    peak, so the list keeps the warm-up's last forward (each warm-up forward holds all the one
+    before it does: more live sets and forwards run, windows only opening), the later forwards
+    and each chunk's first backward (where its gradients appear; any other backward holds no
+    more than the operation before it), and of the moments alike in live counts and windows
+    the last (the most forwards run): a few per phase of the schedule, not one per operation.
+    Without windows the walk ends at the last forward. In order of first occurrence.
 
     The count of live sets summed over the chunks peaks at :func:`stage_peak_in_flight`; per
     chunk it says which chunk's sets the peak holds. Stage 3 of 4, interleaved over 2 chunks
@@ -201,7 +203,18 @@ def chunk_moments(
     edges = sorted({*first_f, *first_b, *(b + 1 for b in last_b)}) if windows else []
     flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
     hi, period, i = w + 2 * (n - w), 2 * p * u, 0
-    while i < 2 * n:
+    if w > 1:  # the warm-up's forwards before its last, counted at once (forward k: chunk
+        cycles, rest = divmod(w - 1, p * u)  # (k // p) % u); each held no more than the next
+        for c in range(u):
+            live[c] = done[c] = cycles * p + min(p, max(0, rest - c * p))
+        i = w - 1
+        if windows:  # the windows at position i (they change only at the edges)
+            flags = tuple(
+                (first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k]) for k in range(v)
+            )
+    # without windows, no moment comes after the last forward (a backward only releases)
+    end = 2 * n if windows else (n if n <= w else w + 2 * (n - w) - 1)
+    while i < end:
         if w <= i and i + 2 * period <= hi:  # whole periods of the alternation: skip to the last
             nxt = edges[bisect_left(edges, i)] if edges and edges[-1] >= i else 2 * n
             t = (min(nxt, hi) - i) // period - 1
@@ -223,7 +236,9 @@ def chunk_moments(
         if windows:
             seen[(tuple(live), flags)] = tuple((live[k], *flags[k], done[k]) for k in range(v))
         else:
-            seen.setdefault(tuple(live), tuple((x, False, False, 0) for x in live))
+            key = tuple(live)
+            if key not in seen:
+                seen[key] = tuple([(x, False, False, 0) for x in live])
         if not is_f:
             live[c] -= 1
     return tuple(seen.values())

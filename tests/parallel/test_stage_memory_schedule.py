@@ -78,14 +78,14 @@ def test_each_chunk_counts_its_own_in_flight() -> None:
 
 #: The moments of stage 1 of pp 2 x v 2 with 2 micro-batches, written out by hand from the
 #: operation order F0c0 F1c0 F0c1 B0c1 F1c1 B1c1 B0c0 B1c0 (warm-up (v - 1) p = 2 forwards):
-#: per chunk (live sets, weights gathered, gradients unsharded, forwards run), at every forward
-#: and at each chunk's first backward (B0c1, B0c0). Chunk 1's windows close with its last
+#: per chunk (live sets, weights gathered, gradients unsharded, forwards run), at the warm-up's
+#: last forward (F1c0 holds all F0c0 does, and more), every later forward and each chunk's
+#: first backward (B0c1, B0c0). Chunk 1's windows close with its last
 #: backward (B1c1), before chunk 0's gradients appear (B0c0); its micro-batch 0 is released
 #: (B0c1) before micro-batch 1 is saved (F1c1: one live, two run), so F1c1 holds what B0c1
 #: does and one forward more (kept, where B0c1 first appeared); B1c1 holds what F1c1 does and
 #: B1c0 less than B0c0.
 HAND = (
-    ((1, True, False, 1), (0, False, False, 0)),
     ((2, True, False, 2), (0, False, False, 0)),
     ((2, True, False, 2), (1, True, False, 1)),
     ((2, True, False, 2), (1, True, True, 2)),
