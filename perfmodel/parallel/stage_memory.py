@@ -179,8 +179,8 @@ def stage_memory(
 
     ``moments`` (:func:`~perfmodel.parallel.schedule.chunk_moments`, pipelined callers): with
     several chunks or :attr:`Recipe.gather_per_step`, the peak over the schedule's moments of
-    each chunk's activations at its own live count (and pipelined FSDP2's windows and kept
-    outputs, :func:`_moment_peak`) replaces ``in_flight`` sets of the chunks' mean.
+    each chunk's activations at its own live count (and pipelined FSDP2's windows, kept outputs
+    and receive buffers, :func:`_moment_peak`) replaces ``in_flight`` sets of the chunks' mean.
     """
     from perfmodel.workload import memory as wmem
 
@@ -324,6 +324,32 @@ def chunk_output_bytes(chunk: Chunk, act_bytes: float) -> float:
     return _elements(last.output_shape) * act_bytes
 
 
+def receive_buffer_bytes(chunk: Chunk, act_bytes: float) -> tuple[float, float]:
+    """``(input, gradient)``: bytes of one micro-batch's forward receive buffer of ``chunk`` and
+    of its gradient receive buffer under ``torch.distributed.pipelining``.
+
+    ``PipelineStage._prepare_forward_infra`` makes, once (the schedule's first ``step()``),
+    one receive buffer per micro-batch of the step for every stage but the model's first
+    (``for chunk_id in range(num_microbatches): ... _make_tensor_from_meta(inp, self.device)``,
+    ``args_recv_info[chunk_id]``), and ``_prepare_backward_infra`` one gradient receive buffer
+    per micro-batch for every stage but the last (``self.grad_recv_info[mb_index] =
+    self._create_grad_recv_info(...)``, each ``_make_tensor_from_meta(self.get_outputs_meta()[
+    idx])``); neither is ever freed (PyTorch ``torch/distributed/pipelining/stage.py`` as
+    stored here, 0138610, newer than the 1963fc8 of 2024-12-23 the torchtitan rows ran, which
+    could not be read here: the loops are taken as unchanged since). The input is
+    the chunk's first block's input (:func:`~perfmodel.workload.memory.
+    first_block_input_elements`: 0 for the model's first chunk, which starts with the
+    embedding), the gradient the chunk's output (:func:`chunk_output_bytes`; 0 for the model's
+    last chunk, the one with the loss), both at ``act_bytes`` per element.
+    """
+    from perfmodel.workload.memory import first_block_input_elements
+
+    inp = first_block_input_elements(layer_runs(chunk.layers)) * act_bytes
+    layers = chunk.layers
+    last = bool(len(layers)) and layers[-1].kind is LayerKind.LOSS
+    return float(inp), 0.0 if last else chunk_output_bytes(chunk, act_bytes)
+
+
 def _moment_peak(
     chunks: Sequence[Chunk],
     kept: Sequence[float],
@@ -368,14 +394,32 @@ def _moment_peak(
     ``step()``: ``done_c(t) x`` :func:`chunk_output_bytes` more, the last stage's the LM
     head's logits.
 
+    The same stacks hold every chunk's receive buffers (:func:`receive_buffer_bytes`) for all
+    ``m`` micro-batches of the step (the most forwards run at any moment: every forward is
+    one, :func:`~perfmodel.parallel.schedule.chunk_moments` with windows): ``(m - n_c(t)) x in_c`` of the forward ones beyond the
+    in-flight micro-batches' inputs (those are the saved activations' block inputs, counted
+    above) and ``m x grad_c``; and each finished backward leaves its input's gradient in the
+    buffer's ``.grad`` (``_backward.py`` ``stage_backward`` runs ``torch.autograd.backward``
+    and reads ``val.grad``, at 060ca5d, of the 2024 line, with no ``val.grad = None`` after it,
+    which later PyTorch adds; ``stage.py`` ``clear_runtime_states`` sets ``a.buffer.grad =
+    None`` only at the next ``step()``): ``(done_c(t) - n_c(t)) x in_c`` more. A finished
+    backward thus trades its saved set (``kept_c + ce_c``, which holds its input) for two
+    input-sized tensors; :func:`~perfmodel.parallel.schedule.chunk_moments` leaves out the
+    backwards after a chunk's first, which is exact while ``kept_c + ce_c >= 2 in_c`` (a
+    chunk of two or more blocks under full recomputation, any chunk otherwise).
+
     ``act_b``: bytes per activation element (the outputs'). Returns ``(activations,
-    gathered)``, the first with the kept outputs.
+    gathered)``, the first with the kept outputs and the receive buffers.
     """
     outs = [0.0] * len(chunks)
     gat = [0.0] * len(chunks)
     red = [0.0] * len(chunks)
+    recv = [(0.0, 0.0)] * len(chunks)
+    m = 0  # the step's micro-batches
     if rc.gather_per_step:
         outs = [chunk_output_bytes(c, act_b) for c in chunks]
+        recv = [receive_buffer_bytes(c, act_b) for c in chunks]
+        m = max(s[3] for t in moments for s in t)
         params = [float(c.params) for c in chunks]
         params[-1] += tied_params
         gat = [p * rc.gather_bytes for p in params]
@@ -385,10 +429,11 @@ def _moment_peak(
     for t in moments:
         acts = working
         held = 0.0
-        for (live, gathered, grads, done), a, o, g, r in zip(
-            t, per_mb, outs, gat, red, strict=True
+        for (live, gathered, grads, done), a, o, g, r, (ri, rg) in zip(
+            t, per_mb, outs, gat, red, recv, strict=True
         ):
             acts += live * a + done * o
+            acts += (m - live + done - live) * ri + m * rg  # receive buffers, kept .grad
             held += (g if gathered else 0.0) + (r if grads else 0.0)
         if acts + held > best[0]:
             best = (acts + held, acts, held)

@@ -171,8 +171,15 @@ def test_fsdp2_pipelined_windows_and_kept_outputs(model: str) -> None:
     params = [float(c.params) for c in mine]
     params[1] += low.tied[1]
 
+    # receive buffers (mem30c): 2 micro-batches' inputs of each chunk (mb 2 x seq 1024 x
+    # hidden 1024, bf16: 4 MiB) and chunk 0's 2 gradient buffers of its output; the in-flight
+    # inputs are in k, each finished backward's input gradient stays in .grad
+    ri, rg = 4 * 2**20, [out[0], 0.0]
+    assert out[0] == ri
+
     def at(t: tuple) -> tuple[float, float]:
         acts = w + sum(s[0] * k[c] + s[3] * out[c] for c, s in enumerate(t))
+        acts += sum((2 - s[0] + s[3] - s[0]) * ri + 2 * rg[c] for c, s in enumerate(t))
         held = sum(
             (params[c] * rc.gather_bytes if s[1] else 0.0)
             + (params[c] * rc.grad_reduce_bytes if s[2] else 0.0)
@@ -201,14 +208,17 @@ def test_fsdp2_pipelined_windows_and_kept_outputs(model: str) -> None:
 def test_fsdp2_one_f_one_b_last_stage_keeps_every_output() -> None:
     """torchtitan 1F1B, pp 2, 4 micro-batches: the last stage runs F B F B ..., one set in
     flight, and at its last backward holds all 4 micro-batches' logits (``output_chunks``),
-    so its activations are ``k + w + 4 o`` (main20: ``k + w``)."""
+    so its activations are ``k + w + 4 o`` (main20: ``k + w``), and (mem30c) the 3 receive
+    buffers of the micro-batches not in flight and the 3 finished backwards' input gradients
+    (``.grad``), 4 MiB each (:mod:`tests.parallel.test_stage_receive_buffers`)."""
     low = _torchtitan(interleave=1, schedule="1f1b", global_batch=32)
     assert low.m == 4
     last = low.chunks[-1]
     k, w = full_recompute_bytes(last.layers, Precision.BF16)
     head = next(la for la in last.layers if la.name.endswith("lm_head"))
     o = _elements(head.output_shape) * 2
-    assert low.memory()[1].activations_bytes == pytest.approx(k + w + 4 * o, rel=1e-12)
+    want = k + w + 4 * o + 6 * 4 * 2**20
+    assert low.memory()[1].activations_bytes == pytest.approx(want, rel=1e-12)
 
 
 def test_loss_parallel_under_tp() -> None:

@@ -225,14 +225,15 @@ TT6 = {"system": "dgx-h100", "model": "gpt", "precision": "bf16", "optimizer": "
        "software": "torchtitan"}  # fmt: skip
 
 
-@pytest.mark.parametrize(("mb", "gib", "fits"), [(8, 72.310, True), (9, 80.508, False)])
+@pytest.mark.parametrize(("mb", "gib", "fits"), [(8, 77.560, True), (9, 86.414, False)])
 def test_interleaved_stage_the_screen_cannot_cut_takes_predicts_memory(
     mb: int, gib: float, fits: bool
 ) -> None:
     """Six blocks over pp2 x v2 do not cut into equal chunks (``interleaved_chunks`` is
     ``None``), so the screen's own estimate has no per-chunk in-flight counts nor torchtitan's
     kept outputs; such a plan is ``predict``'s memory (final20a: at mb9 the screen said 57.56
-    GiB, fits, where ``predict`` says 80.51 GiB, does not fit)."""
+    GiB, fits, where ``predict`` said 80.51 GiB, does not fit; 86.41 since mem30c counts the
+    receive buffers, 72.31 -> 77.56 at mb8)."""
     plan = {"gpus": 8, "global_batch": 32 * mb, "microbatch": mb, "dp": 4, "tp": 1, "pp": 2,
             "schedule": "interleaved", "interleave": 2}  # fmt: skip
     got = PlanScreen(TT6)(plan)
