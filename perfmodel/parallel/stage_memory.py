@@ -162,8 +162,8 @@ def stage_memory(
     offloading (:attr:`Recipe.activation_offload_layers`, no recomputation) the offloaded
     blocks' saved activations are not held (:func:`offloaded_activation_bytes`). The optimizer
     state is the recipe's dtype (:attr:`Recipe.optimizer_dtype`) and its master copy the
-    stack's rule (:class:`~perfmodel.parallel.stack_choices.MasterCopy`). ``tied_params`` are the last
-    pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
+    stack's rule (:class:`~perfmodel.parallel.stack_choices.MasterCopy`). ``tied_params`` are
+    the last pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
     own weights.
 
     Workspace: the CUDA context and library workspaces, the largest transient (a layer's output
@@ -368,7 +368,8 @@ def _moment_peak(
     (:func:`~perfmodel.parallel.schedule.chunk_moments`). ``torch.distributed.pipelining``
     keeps each (chunk, micro-batch)'s inputs and output in ``fwd_cache`` until that
     micro-batch's backward of that chunk (PyTorch 1963fc8, 2024-12-23, the 2.6
-    development line: ``torch/distributed/pipelining/stage.py`` ``forward_one_chunk`` / ``backward_one_chunk``); Megatron-Core's
+    development line: ``torch/distributed/pipelining/stage.py`` ``forward_one_chunk`` /
+    ``backward_one_chunk``); Megatron-Core's
     interleaved schedule does the same per model chunk (Megatron-LM 4415119 ``megatron/core/
     pipeline_parallel/schedules.py`` ``forward_backward_pipelining_with_interleaving``:
     ``forward_step_helper_postprocess`` L1262-1264 appends to ``output_tensors[
@@ -396,7 +397,8 @@ def _moment_peak(
 
     The same stacks hold every chunk's receive buffers (:func:`receive_buffer_bytes`) for all
     ``m`` micro-batches of the step (the most forwards run at any moment: every forward is
-    one, :func:`~perfmodel.parallel.schedule.chunk_moments` with windows): ``(m - n_c(t)) x in_c`` of the forward ones beyond the
+    one, :func:`~perfmodel.parallel.schedule.chunk_moments` with windows):
+    ``(m - n_c(t)) x in_c`` of the forward ones beyond the
     in-flight micro-batches' inputs (those are the saved activations' block inputs, counted
     above) and ``m x grad_c``; and each finished backward leaves its input's gradient in the
     buffer's ``.grad`` (``_backward.py`` ``stage_backward`` runs ``torch.autograd.backward``
