@@ -176,10 +176,16 @@ def chunk_moments(
     Only moments no other moment holds at least as much of, chunk by chunk, can be a stage's
     peak, so the list keeps the warm-up's last forward (each warm-up forward holds all the one
     before it does: more live sets and forwards run, windows only opening), the later forwards
-    and each chunk's first backward (where its gradients appear; any other backward holds no
-    more than the operation before it), and of the moments alike in live counts and windows
-    the last (the most forwards run): a few per phase of the schedule, not one per operation.
-    Without windows the walk ends at the last forward. In order of first occurrence.
+    and each chunk's first backward (where its gradients appear), and in the cool-down (only
+    backwards) the first and last backward of each run of one chunk's and the step's last:
+    in the steady state a backward holds no more than the forward before it, but under
+    ``torch.distributed.pipelining`` a finished backward trades its saved set for a kept
+    ``.grad`` and an idle receive buffer (:func:`~perfmodel.parallel.stage_memory.
+    _moment_peak`), so within a run of backwards the stage's memory may fall or grow, and is
+    largest at one of the run's ends. Of the moments alike in live counts and windows the
+    list keeps the last (the most forwards run): a few per phase of the schedule, not one per
+    operation. Without windows the walk ends at the last forward. In order of first
+    occurrence.
 
     The count of live sets summed over the chunks peaks at :func:`stage_peak_in_flight`; per
     chunk it says which chunk's sets the peak holds. Stage 3 of 4, interleaved over 2 chunks
@@ -198,9 +204,10 @@ def chunk_moments(
     first_b = [_b_pos((u - 1 - c) * p, n, w) if c < u else 2 * n for c in range(v)]
     last_b = [_b_pos(_last_b(c, n, p, u), n, w) if c < u else -1 for c in range(v)]
     live, done = [0] * v, [0] * v
-    seen: dict[tuple, tuple[ChunkState, ...]] = {}
+    seen: dict[tuple, tuple[int, ...] | None] = {}  # moment key -> forwards run
     # the windows change only where a chunk's window opens or closes
     edges = sorted({*first_f, *first_b, *(b + 1 for b in last_b)}) if windows else []
+    edge_set = set(edges)
     flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
     hi, period, i = w + 2 * (n - w), 2 * p * u, 0
     if w > 1:  # the warm-up's forwards before its last, counted at once (forward k: chunk
@@ -222,7 +229,7 @@ def chunk_moments(
                 i += t * period
                 done = [d + t * p if c < u else d for c, d in enumerate(done)]
         is_f, c = _op_at(i, n, w, p, u)
-        if windows and i in edges:
+        if windows and i in edge_set:
             flags = tuple(
                 (first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k]) for k in range(v)
             )
@@ -230,18 +237,24 @@ def chunk_moments(
         if is_f:
             live[c] += 1
             done[c] += 1
-        elif not (windows and i - 1 == first_b[c]):
+        elif not (windows and (i - 1 == first_b[c] or (i > hi and _run_end(i - 1 - n, p, n)))):
             live[c] -= 1  # released as it runs: holds no more than the operation before
             continue
-        if windows:
-            seen[(tuple(live), flags)] = tuple((live[k], *flags[k], done[k]) for k in range(v))
-        else:
-            key = tuple(live)
-            if key not in seen:
-                seen[key] = tuple([(x, False, False, 0) for x in live])
+        if windows:  # the forwards run (the last of a key kept), the states made at the end
+            seen[(tuple(live), flags)] = tuple(done)
+        elif (key := tuple(live)) not in seen:
+            seen[key] = None
         if not is_f:
             live[c] -= 1
-    return tuple(seen.values())
+    if not windows:
+        return tuple(tuple([(x, False, False, 0) for x in key]) for key in seen)
+    return tuple(tuple([(lt[k], *fl[k], d[k]) for k in range(v)]) for (lt, fl), d in seen.items())
+
+
+def _run_end(j: int, p: int, n: int) -> bool:
+    """Whether cool-down backward ``j`` (of ``n``; backward ``j`` runs chunk ``u - 1 - (j // p)
+    % u``) starts or ends a run of one chunk's ``p`` backwards, or is the step's last."""
+    return j % p in (0, p - 1) or j == n - 1
 
 
 def _alternation(

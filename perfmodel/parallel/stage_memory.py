@@ -406,9 +406,10 @@ def _moment_peak(
     which later PyTorch adds; ``stage.py`` ``clear_runtime_states`` sets ``a.buffer.grad =
     None`` only at the next ``step()``): ``(done_c(t) - n_c(t)) x in_c`` more. A finished
     backward thus trades its saved set (``kept_c + ce_c``, which holds its input) for two
-    input-sized tensors; :func:`~perfmodel.parallel.schedule.chunk_moments` leaves out the
-    backwards after a chunk's first, which is exact while ``kept_c + ce_c >= 2 in_c`` (a
-    chunk of two or more blocks under full recomputation, any chunk otherwise).
+    input-sized tensors, so a stage's memory can grow along the cool-down's backwards (a chunk
+    of one block under full recomputation: ``kept_c + ce_c < 2 in_c``):
+    :func:`~perfmodel.parallel.schedule.chunk_moments` keeps the ends of the cool-down's runs
+    of one chunk's backwards too (final20e's brute force over every operation's state).
 
     ``act_b``: bytes per activation element (the outputs'). Returns ``(activations,
     gathered)``, the first with the kept outputs and the receive buffers.
