@@ -354,7 +354,6 @@ def check_keys(
     ConfigError
         Naming ``where`` and the key.
     """
-
     refused = set(refused)
     taken = {*_FIELD_NAMES, "plan", "microbatch_size"} - refused
     unknown = sorted({str(k).replace("-", "_") for k in keys} - taken)

@@ -648,15 +648,10 @@ def _pipeline_zero_note(res: Any, base: dict[str, Any]) -> str:
     """``"; N plans with pp > 1 not enumerated: ..."`` when the search's software refuses
     ZeRO stages with pipelining (:func:`perfmodel.search.plans.pipeline_zero_note`), else
     ``""``: a search whose every plan was refused says why and what runs instead."""
-    from perfmodel.parallel.software import get_preset, with_software_options
+    from perfmodel.search.compare import search_preset
     from perfmodel.search.plans import pipeline_zero_note
 
-    preset = with_software_options(  # the preset the search ran with (search_plans' own)
-        get_preset(str(base.get("software") or "pytorch-ddp")),
-        dict(base.get("software_options") or {}),
-        where="software_options",
-    )
-    note = pipeline_zero_note(res.rejected, preset)
+    note = pipeline_zero_note(res.rejected, search_preset(base))
     return f"; {note}" if note else ""
 
 

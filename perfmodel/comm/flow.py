@@ -359,8 +359,8 @@ class FlowNetwork:
         same load (``x + 0.0 == x + -0.0`` for ``x >= 0``). A ring collective's steps start the
         same channels again and again: the 20,315 plain rate computations of ``compare``'s
         three simulated GPT-3 175B plans had 305 distinct inputs (``bench_speed --only
-        compare`` 5.1-5.6 -> 4.1-4.6 s CPU on a loaded box). The numpy path is not kept: its 4,402 had 1,789
-        distinct inputs of up to 21,056 entries, whose keys held ~180 MB in one network.
+        compare`` 5.1-5.6 -> 4.1-4.6 s CPU on a loaded box). The numpy path is not kept: its
+        4,402 had 1,789 distinct inputs of up to 21,056 entries, whose keys held ~180 MB in one network.
         Bounded (:data:`RATE_MEMO_SIZE` entries of at most :data:`SMALL_ENTRIES`, oldest
         quarter out first)."""
         memo = self._rates if self.RATE_MEMO else None

@@ -93,8 +93,9 @@ def largest_under(rows: Sequence[MemoryRow]) -> float:
 #: 512-GPU Llama 3.1 405B 1F1B row, 82.5 GiB published against 67.00 predicted: +23.1 %; 65.16
 #: and +26.6 % until mem30c counted torch.distributed.pipelining's per-micro-batch receive buffers
 #: and the received inputs' kept ``.grad``; 63.43 and +30.1 % until mem30b counted the last
-#: stage's kept logits (``output_chunks``) and loss parallel; until embed26 the 70B 2D row's +20.6 %, when the stage holding the embedding kept
-#: its output whole under full recomputation with sequence parallelism: 70.78 GiB there).
+#: stage's kept logits (``output_chunks``) and loss parallel; until embed26 the 70B 2D row's
+#: +20.6 %, when the stage holding the embedding kept its output whole under full recomputation
+#: with sequence parallelism: 70.78 GiB there).
 MEMORY_UNDER = largest_under(MEMORY_ROWS)
 
 

@@ -143,14 +143,7 @@ def stage_peak_in_flight(schedule: PipelineSchedule, p: int, m: int, stage: int,
     >>> stage_peak_in_flight(S.INTERLEAVED, 4, 8, 0, 2), stage_peak_in_flight(S.GPIPE, 4, 8, 0)
     (11, 8)
     """
-    if schedule is PipelineSchedule.GPIPE:
-        return m
-    if schedule is PipelineSchedule.ONE_F_ONE_B or p == 1:
-        n, w = m, min(warmup_forwards(p, stage), m)
-    else:
-        check_interleaved(p, m)
-        n = m * v
-        w = min(warmup_forwards(p, stage, v), n)
+    w, n, _ = _alternation(schedule, p, m, stage, v)
     return min(w + 1, n)
 
 
@@ -209,6 +202,10 @@ def chunk_moments(
     edges = sorted({*first_f, *first_b, *(b + 1 for b in last_b)}) if windows else []
     edge_set = set(edges)
     flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
+
+    def windows_at(i: int) -> tuple[tuple[bool, bool], ...]:  # (gathered, grads) per chunk
+        return tuple((first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k]) for k in range(v))
+
     hi, period, i = w + 2 * (n - w), 2 * p * u, 0
     if w > 1:  # the warm-up's forwards before its last, counted at once (forward k: chunk
         cycles, rest = divmod(w - 1, p * u)  # (k // p) % u); each held no more than the next
@@ -216,11 +213,9 @@ def chunk_moments(
             live[c] = done[c] = cycles * p + min(p, max(0, rest - c * p))
         i = w - 1
         if windows:  # the windows at position i (they change only at the edges)
-            flags = tuple(
-                (first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k]) for k in range(v)
-            )
+            flags = windows_at(i)
     # without windows, no moment comes after the last forward (a backward only releases)
-    end = 2 * n if windows else (n if n <= w else w + 2 * (n - w) - 1)
+    end = 2 * n if windows else (n if n <= w else hi - 1)
     while i < end:
         if w <= i and i + 2 * period <= hi:  # whole periods of the alternation: skip to the last
             nxt = edges[bisect_left(edges, i)] if edges and edges[-1] >= i else 2 * n
@@ -230,9 +225,7 @@ def chunk_moments(
                 done = [d + t * p if c < u else d for c, d in enumerate(done)]
         is_f, c = _op_at(i, n, w, p, u)
         if windows and i in edge_set:
-            flags = tuple(
-                (first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k]) for k in range(v)
-            )
+            flags = windows_at(i)
         i += 1
         if is_f:
             live[c] += 1

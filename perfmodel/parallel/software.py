@@ -613,7 +613,7 @@ def _option_value(key: str, value: object, where: str) -> object:
         return ProcessLayout.parse(str(value).strip(), where=f"{where}: {key}")
     if kind == "zero-stage":
         text = str(value).strip().lower()
-        if text in ("none", "null", "unlimited"):
+        if text == "none":  # JSON null reads as None too
             return None
         if isinstance(value, bool) or text not in ("0", "1", "2", "3"):
             raise ConfigError(

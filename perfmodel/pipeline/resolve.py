@@ -200,7 +200,7 @@ def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -
     limit = preset.pipeline_max_zero
     if pp <= 1 or limit is None or zero <= limit:
         return
-    source = next((s for s in reversed(preset.sources) if "pipeline_max_zero" in s), "")
+    source = pipeline_zero_source(preset)
     stage = f"zero={zero} (the scenario's)" if stated else f"ZeRO-{zero} (the preset's stage)"
     lower = f"zero={limit}" + (
         f" (software deepspeed-zero{limit})"
@@ -211,18 +211,33 @@ def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -
         f"software {preset.name} with pp={pp}: {stage} is refused; the stack runs at most "
         f"ZeRO-{limit} with pipeline parallelism (pipeline_max_zero={limit}"
         + (f"; {source}" if source else "")
-        + f"); use pp=1, or {lower} with pp={pp}, or software fsdp or torchtitan to shard "
-        "the weights with pipelining",
+        + f"); use pp=1, or {lower} with pp={pp}"
+        + (
+            ""
+            if preset.name in FSDP2_STACKS
+            else ", or software fsdp or torchtitan to shard the weights with pipelining"
+        ),
         value=zero,
         where="zero" if stated else "software",
     )
 
 
+#: The presets that shard weights under pipelining (FSDP2 with ``torch.distributed.pipelining``):
+#: what a refusal of ZeRO-2/3 with ``pp > 1`` suggests, unless the refused stack is one of them.
+FSDP2_STACKS = ("fsdp", "torchtitan")
+
+
+def pipeline_zero_source(preset: Any) -> str:
+    """The source the preset states for its ``pipeline_max_zero`` (its ``sources`` entry naming
+    it), ``""`` where none does (a limit stated as a software option)."""
+    return next((s for s in reversed(preset.sources) if "pipeline_max_zero" in s), "")
+
+
 def gpus_beyond_nodes(n: int, have: int, per: int, system: str, nodes: Any) -> InfeasiblePlanError:
     """The refusal of ``n`` GPUs on ``nodes`` servers of ``system`` that have ``have`` GPUs,
     ``per`` on each server (``n > have``): it suggests only what is accepted,
-    ``nodes=ceil(n / per)`` while that stays within :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, else at most the
-    GPUs there are (the keys as ``key=value``; the CLI writes them as its flags, ``--nodes 2``:
+    ``nodes=ceil(n / per)`` while that stays within
+    :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, else at most the GPUs there are (the keys as ``key=value``; the CLI writes them as its flags, ``--nodes 2``:
     :func:`perfmodel.cli.predict_checks.name_the_flags`). ``predict``'s (:func:`_gpus_used`)
     and ``compare``'s, whose explicit ``--nodes`` caps its GPU counts as predict's does."""
     from perfmodel.topology.cluster import MAX_CLUSTER_GPUS

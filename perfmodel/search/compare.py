@@ -471,6 +471,19 @@ class _IsolatedRunner:
             self._pool = None
 
 
+def search_preset(base: Mapping[str, Any]) -> Any:
+    """The software preset a search of ``base`` runs with: ``base``'s ``software`` (PyTorch DDP
+    without one) with its ``software_options`` applied (:func:`search_plans` and ``compare``'s
+    note on refused plans read the same one)."""
+    from perfmodel.parallel.software import get_preset, with_software_options
+
+    return with_software_options(
+        get_preset(str(base.get("software") or "pytorch-ddp"), where="software"),
+        dict(base.get("software_options") or {}),
+        where="software_options",
+    )
+
+
 def search_plans(
     base: Mapping[str, Any],
     *,
@@ -553,14 +566,8 @@ def search_plans(
     same step time and memory as a better-ranked one are collapsed into it
     (:attr:`SearchResult.equivalents`).
     """
-    from perfmodel.parallel.software import get_preset, with_software_options
-
     obj = Objective.parse(objective) if isinstance(objective, str) else objective
-    preset = with_software_options(
-        get_preset(str(base.get("software") or "pytorch-ddp"), where="software"),
-        dict(base.get("software_options") or {}),
-        where="software_options",
-    )
+    preset = search_preset(base)
     space = (space or SearchSpace()).for_preset(preset)
     fast = fast_evaluator or analytic_evaluator
     slow = confirm_evaluator or simulated_evaluator

@@ -476,17 +476,20 @@ def pipeline_zero_note(rejected: Mapping[str, int], preset: Any) -> str:
     limit = getattr(preset, "pipeline_max_zero", None)
     if not n or limit is None:
         return ""
+    from perfmodel.pipeline.resolve import FSDP2_STACKS, pipeline_zero_source
+
     stages = ",".join(map(str, range(limit + 1)))
+    src = pipeline_zero_source(preset)
     return (
         f"{n} plans with pp > 1 not enumerated: {preset.name} runs at most ZeRO-{limit} with "
         f"pipeline parallelism (pipeline_max_zero={limit}"
+        + (f"; {src}" if src else "")
+        + f"); try --pp 1, --zero {stages}"
         + (
-            ": DeepSpeed's PipelineEngine refuses ZeRO-2/3"
-            if preset.name.startswith("deepspeed")
-            else ""
+            ""
+            if preset.name in FSDP2_STACKS
+            else ", or --software fsdp or torchtitan (sharded weights with pipelining)"
         )
-        + f"); try --pp 1, --zero {stages}, or --software fsdp or torchtitan (sharded weights "
-        "with pipelining)"
     )
 
 

@@ -125,7 +125,9 @@ def _every_moment(schedule: PipelineSchedule, p: int, m: int, stage: int, v: int
 )  # fmt: skip
 def test_kept_moments_cover_every_moment(schedule, p: int, m: int, v: int) -> None:
     """Every operation's state is held, chunk by chunk, by one of the kept moments (so the
-    peak over them is the peak over all), and every kept moment is an operation's state;
+    peak of any sum that grows with each field is among them; the receive buffers' trade, which
+    does not, is ``test_kept_moments_hold_the_peak_of_one_block_chunks``'s), and every kept
+    moment is an operation's state;
     the longer steps skip whole periods of the alternation (``chunk_moments``)."""
     for stage in range(p):
         every = _every_moment(schedule, p, m, stage, v)

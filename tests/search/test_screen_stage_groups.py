@@ -62,8 +62,9 @@ def test_expert_groups_of_the_slowest_stage_pace() -> None:
 
 
 def test_data_parallel_reduction_of_stage_zero() -> None:
-    """GPT, DeepSpeed ZeRO-2 (its pipelining limit lifted), tp4 pp9 dp4 on gb200-nvl72 x2: stage 4's data-parallel group
-    crosses racks (its all-reduce over 5x stage 0's on predict's topology), yet predict's step
+    """GPT, DeepSpeed ZeRO-2 (its pipelining limit lifted), tp4 pp9 dp4 on gb200-nvl72 x2:
+    stage 4's data-parallel group crosses racks (its all-reduce over 5x stage 0's on predict's
+    topology), yet predict's step
     is the screen's within 2% with stage 0's group, and 1.15x or more below the screen's
     with stage 4's: the drain hides it. The screen keeps stage 0's."""
     gpt = {"layers": 18, "hidden": 2048, "heads": 16, "seq_len": 1024}
