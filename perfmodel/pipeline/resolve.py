@@ -200,7 +200,6 @@ def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -
     limit = preset.pipeline_max_zero
     if pp <= 1 or limit is None or zero <= limit:
         return
-    source = pipeline_zero_source(preset)
     stage = f"zero={zero} (the scenario's)" if stated else f"ZeRO-{zero} (the preset's stage)"
     lower = f"zero={limit}" + (
         f" (software deepspeed-zero{limit})"
@@ -208,15 +207,10 @@ def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -
         else ""
     )
     raise InfeasiblePlanError(
-        f"software {preset.name} with pp={pp}: {stage} is refused; the stack runs at most "
-        f"ZeRO-{limit} with pipeline parallelism (pipeline_max_zero={limit}"
-        + (f"; {source}" if source else "")
-        + f"); use pp=1, or {lower} with pp={pp}"
-        + (
-            ""
-            if preset.name in FSDP2_STACKS
-            else ", or software fsdp or torchtitan to shard the weights with pipelining"
-        ),
+        f"software {preset.name} with pp={pp}: {stage} is refused; the stack "
+        + pipeline_zero_limit(preset)
+        + f"; use pp=1, or {lower} with pp={pp}"
+        + fsdp2_hint(preset, "software fsdp or torchtitan to shard the weights with pipelining"),
         value=zero,
         where="zero" if stated else "software",
     )
@@ -227,10 +221,24 @@ def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -
 FSDP2_STACKS = ("fsdp", "torchtitan")
 
 
-def pipeline_zero_source(preset: Any) -> str:
-    """The source the preset states for its ``pipeline_max_zero`` (its ``sources`` entry naming
-    it), ``""`` where none does (a limit stated as a software option)."""
-    return next((s for s in reversed(preset.sources) if "pipeline_max_zero" in s), "")
+def pipeline_zero_limit(preset: Any) -> str:
+    """``"runs at most ZeRO-1 with pipeline parallelism (pipeline_max_zero=1; <source>)"``:
+    the preset's limit with the source it states (its ``sources`` entry naming
+    ``pipeline_max_zero``; a scenario's software option names itself), for predict's refusal
+    and the plan search's note alike."""
+    limit = preset.pipeline_max_zero
+    src = next((s for s in reversed(preset.sources) if "pipeline_max_zero" in s), "")
+    return (
+        f"runs at most ZeRO-{limit} with pipeline parallelism (pipeline_max_zero={limit}"
+        + (f"; {src}" if src else "")
+        + ")"
+    )
+
+
+def fsdp2_hint(preset: Any, what: str) -> str:
+    """``", or <what>"``: the FSDP2 stacks that shard weights under pipelining, suggested
+    unless the refused stack is one of them."""
+    return "" if preset.name in FSDP2_STACKS else f", or {what}"
 
 
 def gpus_beyond_nodes(n: int, have: int, per: int, system: str, nodes: Any) -> InfeasiblePlanError:

@@ -476,20 +476,13 @@ def pipeline_zero_note(rejected: Mapping[str, int], preset: Any) -> str:
     limit = getattr(preset, "pipeline_max_zero", None)
     if not n or limit is None:
         return ""
-    from perfmodel.pipeline.resolve import FSDP2_STACKS, pipeline_zero_source
+    from perfmodel.pipeline.resolve import fsdp2_hint, pipeline_zero_limit
 
     stages = ",".join(map(str, range(limit + 1)))
-    src = pipeline_zero_source(preset)
     return (
-        f"{n} plans with pp > 1 not enumerated: {preset.name} runs at most ZeRO-{limit} with "
-        f"pipeline parallelism (pipeline_max_zero={limit}"
-        + (f"; {src}" if src else "")
-        + f"); try --pp 1, --zero {stages}"
-        + (
-            ""
-            if preset.name in FSDP2_STACKS
-            else ", or --software fsdp or torchtitan (sharded weights with pipelining)"
-        )
+        f"{n} plans with pp > 1 not enumerated: {preset.name} {pipeline_zero_limit(preset)}; "
+        f"try --pp 1, --zero {stages}"
+        + fsdp2_hint(preset, "--software fsdp or torchtitan (sharded weights with pipelining)")
     )
 
 
