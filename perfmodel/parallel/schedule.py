@@ -14,7 +14,7 @@ GPipe and 1F1B ``(p - 1) / m``, interleaved 1F1B ``(p - 1) / (v m)``
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate
@@ -147,6 +147,11 @@ def stage_peak_in_flight(schedule: PipelineSchedule, p: int, m: int, stage: int,
     return min(w + 1, n)
 
 
+#: Whether :func:`chunk_moments` jumps over the operations that cannot change its answer
+#: (:func:`_moments_jumping`) instead of walking them (:func:`_moments_walk`, the reference);
+#: tests compare both ways.
+JUMPS = True
+
 #: One moment of a stage's schedule, per local chunk: ``(live, gathered, grads, done)``, its
 #: (micro-batch) activation sets saved and not yet released by their backward, whether its
 #: weights are gathered (from its first forward to its last backward), whether its unsharded
@@ -192,10 +197,17 @@ def chunk_moments(
     >>> [c[0] for c in max(ms, key=lambda t: sum(c[0] for c in t))]
     [4, 1]
     """
+    walk = _moments_jumping if JUMPS else _moments_walk
+    return walk(schedule, p, m, stage, v, windows)
+
+
+def _moments_walk(
+    schedule: PipelineSchedule, p: int, m: int, stage: int, v: int, windows: bool
+) -> tuple[tuple[ChunkState, ...], ...]:
+    """:func:`chunk_moments` by walking the operations one by one (whole periods of the
+    alternation skipped): the reference :func:`_moments_jumping` is compared with."""
     w, n, u = _alternation(schedule, p, m, stage, v)
-    first_f = [_f_pos(c * p, w) if c < u else 2 * n for c in range(v)]
-    first_b = [_b_pos((u - 1 - c) * p, n, w) if c < u else 2 * n for c in range(v)]
-    last_b = [_b_pos(_last_b(c, n, p, u), n, w) if c < u else -1 for c in range(v)]
+    first_f, first_b, last_b = _chunk_windows(w, n, u, p, v)
     live, done = [0] * v, [0] * v
     seen: dict[tuple, tuple[int, ...] | None] = {}  # moment key -> forwards run
     # the windows change only where a chunk's window opens or closes
@@ -204,7 +216,7 @@ def chunk_moments(
     flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
 
     def windows_at(i: int) -> tuple[tuple[bool, bool], ...]:  # (gathered, grads) per chunk
-        return tuple((first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k]) for k in range(v))
+        return _windows_at(i, first_f, first_b, last_b)
 
     hi, period, i = w + 2 * (n - w), 2 * p * u, 0
     if w > 1:  # the warm-up's forwards before its last, counted at once (forward k: chunk
@@ -239,9 +251,124 @@ def chunk_moments(
             seen[key] = None
         if not is_f:
             live[c] -= 1
+    return _moments_out(seen, windows)
+
+
+def _moments_jumping(
+    schedule: PipelineSchedule, p: int, m: int, stage: int, v: int, windows: bool
+) -> tuple[tuple[ChunkState, ...], ...]:
+    """:func:`chunk_moments` without visiting the operations that cannot change its answer;
+    bit for bit :func:`_moments_walk`'s (tests compare them over a grid of schedules).
+
+    The walk's dict keeps each moment key's first occurrence (its order) and last value, so
+    a run of operations that records one key may be visited at its last operation alone, and
+    operations that record nothing need only their net effect: (1) a pair of the alternation
+    (forward ``k``, backward ``k - w``) whose forward and backward run the same chunk leaves
+    the live counts as they were, so consecutive such pairs of one chunk between two window
+    edges record one key, and only the forwards run grow (``done_c`` plus the pairs
+    skipped); (2) a cool-down backward records only at a run end (:func:`_run_end`) or a
+    window edge, and the ones between two such in a run of one chunk release that chunk's
+    sets one each. Whole periods of the alternation are skipped as the walk skips them.
+    """
+    w, n, u = _alternation(schedule, p, m, stage, v)
+    first_f, first_b, last_b = _chunk_windows(w, n, u, p, v)
+    edges = sorted({*first_f, *first_b, *(b + 1 for b in last_b), 2 * n}) if windows else [2 * n]
+    live, pu, hi = [0] * v, p * u, 2 * n - w
+    seen: dict[tuple, tuple[int, ...] | None] = {}  # moment key -> forwards run
+    flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
+
+    def record() -> None:
+        if windows:
+            seen[(tuple(live), flags)] = tuple(done)
+        elif (key := tuple(live)) not in seen:
+            seen[key] = None
+
+    if w:  # the warm-up's forwards, the last recorded (forward k runs chunk (k // p) % u)
+        cycles, rest = divmod(w, pu)
+        for c in range(u):
+            live[c] = cycles * p + min(p, max(0, rest - c * p))
+        if windows:
+            flags = _windows_at(w - 1, first_f, first_b, last_b)
+    done = live.copy()
+    if w:
+        record()
+    nxt = edges[bisect_right(edges, w - 1)]  # the first window edge not yet applied
+    k = w
+    while k < n:  # the alternation: forward k at position i, then backward j = k - w
+        i, j = 2 * k - w, k - w
+        if k + 2 * pu <= n and (t := (min(nxt, hi) - i) // (2 * pu) - 1) > 0:
+            k, i, j = k + t * pu, i + 2 * t * pu, j + t * pu  # whole periods, as the walk
+            done = [d + t * p if c < u else d for c, d in enumerate(done)]
+        cf, cb = (k // p) % u, u - 1 - (j // p) % u
+        if cf == cb:  # pairs that leave the live counts: skip to the last of one chunk's
+            e = edges[bisect_right(edges, i)]
+            end = n if u == 1 else min((k // p + 1) * p, (j // p + 1) * p + w, n)
+            extra = min(end - k, (e - i) // 2) - 1
+            if extra > 0:
+                k, i, j = k + extra, i + 2 * extra, j + extra
+                done[cf] += extra
+        if i >= nxt:
+            flags = _windows_at(i, first_f, first_b, last_b)
+            nxt = edges[bisect_right(edges, i)]
+        live[cf] += 1
+        done[cf] += 1
+        record()
+        if i + 1 >= nxt:
+            flags = _windows_at(i + 1, first_f, first_b, last_b)
+            nxt = edges[bisect_right(edges, i + 1)]
+        if windows and i + 1 == first_b[cb]:
+            record()
+        live[cb] -= 1
+        k += 1
+    j = n - w
+    while windows and j < n:  # the cool-down: backward j at position n + j
+        i, c = n + j, u - 1 - (j // p) % u
+        if i >= nxt:
+            flags = _windows_at(i, first_f, first_b, last_b)
+            nxt = edges[bisect_right(edges, i)]
+        if i == first_b[c] or _run_end(j, p, n):
+            record()
+        live[c] -= 1
+        # the backwards up to the run's last, the step's last or the next edge record nothing
+        to = min((j // p) * p + p - 1, n - 1, nxt - n)
+        if to > j + 1:
+            live[c] -= to - j - 1
+            j = to
+        else:
+            j += 1
+    return _moments_out(seen, windows)
+
+
+def _chunk_windows(w: int, n: int, u: int, p: int, v: int) -> tuple[list[int], ...]:
+    """Per local chunk, the positions of its first forward, first backward and last backward
+    in :func:`_warm_then_alternate`'s order (a chunk ``c >= u`` runs nothing: ``2 n``, ``2 n``,
+    ``-1``)."""
+    first_f = [_f_pos(c * p, w) if c < u else 2 * n for c in range(v)]
+    first_b = [_b_pos((u - 1 - c) * p, n, w) if c < u else 2 * n for c in range(v)]
+    last_b = [_b_pos(_last_b(c, n, p, u), n, w) if c < u else -1 for c in range(v)]
+    return first_f, first_b, last_b
+
+
+def _windows_at(
+    i: int, first_f: list[int], first_b: list[int], last_b: list[int]
+) -> tuple[tuple[bool, bool], ...]:
+    """``(gathered, grads)`` of every chunk at position ``i`` (:func:`_chunk_windows`)."""
+    return tuple(
+        (first_f[k] <= i <= last_b[k], first_b[k] <= i <= last_b[k]) for k in range(len(first_f))
+    )
+
+
+def _moments_out(
+    seen: dict[tuple, tuple[int, ...] | None], windows: bool
+) -> tuple[tuple[ChunkState, ...], ...]:
+    """The :data:`ChunkState` tuples of a walk's kept keys (``(live, flags) -> done`` with
+    windows, ``live -> None`` without)."""
     if not windows:
         return tuple(tuple([(x, False, False, 0) for x in key]) for key in seen)
-    return tuple(tuple([(lt[k], *fl[k], d[k]) for k in range(v)]) for (lt, fl), d in seen.items())
+    return tuple(
+        tuple([(lt[k], *fl[k], d[k]) for k in range(len(lt))])  # type: ignore[index]
+        for (lt, fl), d in seen.items()
+    )
 
 
 def _run_end(j: int, p: int, n: int) -> bool:
