@@ -805,6 +805,7 @@ class PipelineLowering(
                     moments=chunk_moments(self.plan.schedule, P, self.m, s, V, gps)
                     if mom
                     else None,
+                    microbatches=self.m,
                 )
             )
         return tuple(out)

@@ -140,6 +140,7 @@ def stage_memory(
     recipe: Recipe | None = None,
     tied_params: float = 0.0,
     moments: Sequence[tuple[ChunkState, ...]] | None = None,
+    microbatches: int = 0,
 ) -> PlanMemory:
     """Per-GPU memory of one pipeline stage, a sum of parts.
 
@@ -180,7 +181,8 @@ def stage_memory(
     ``moments`` (:func:`~perfmodel.parallel.schedule.chunk_moments`, pipelined callers): with
     several chunks or :attr:`Recipe.gather_per_step`, the peak over the schedule's moments of
     each chunk's activations at its own live count (and pipelined FSDP2's windows, kept outputs
-    and receive buffers, :func:`_moment_peak`) replaces ``in_flight`` sets of the chunks' mean.
+    and receive buffers, :func:`_moment_peak`) replaces ``in_flight`` sets of the chunks' mean;
+    ``microbatches``, the step's, count pipelined FSDP2's receive buffers (one per micro-batch).
     """
     from perfmodel.workload import memory as wmem
 
@@ -210,7 +212,7 @@ def stage_memory(
     gathered = None  # the peak moment's gathered weights and gradients (pipelined FSDP2)
     if moments is not None and (len(chunks) > 1 or rc.gather_per_step):
         acts, gathered = _moment_peak(
-            chunks, kept, working, ce_parts, moments, rc, tied_params, act_b
+            chunks, kept, working, ce_parts, moments, rc, tied_params, act_b, microbatches
         )
     else:
         acts = in_flight * sum(kept) / len(kept) + working
@@ -359,6 +361,7 @@ def _moment_peak(
     rc: Recipe,
     tied_params: float,
     act_b: float,
+    m: int,
 ) -> tuple[float, float]:
     """The stage's activations and, under pipelined FSDP2, its gathered weights with its
     unsharded gradients (bytes) at the schedule moment where their sum peaks.
@@ -411,30 +414,47 @@ def _moment_peak(
     :func:`~perfmodel.parallel.schedule.chunk_moments` keeps the ends of the cool-down's runs
     of one chunk's backwards too (final20e's brute force over every operation's state).
 
-    ``act_b``: bytes per activation element (the outputs'). Returns ``(activations,
-    gathered)``, the first with the kept outputs and the receive buffers.
+    ``act_b``: bytes per activation element (the outputs'); ``m``: the step's micro-batches
+    (read under FSDP2 only). Returns ``(activations, gathered)``, the first with the kept
+    outputs and the receive buffers (:func:`moments_peak`).
     """
-    outs = [0.0] * len(chunks)
-    gat = [0.0] * len(chunks)
-    red = [0.0] * len(chunks)
-    recv = [(0.0, 0.0)] * len(chunks)
-    m = 0  # the step's micro-batches
+    n = len(chunks)
+    outs, gat, red, recv = [0.0] * n, [0.0] * n, [0.0] * n, [(0.0, 0.0)] * n
     if rc.gather_per_step:
         outs = [chunk_output_bytes(c, act_b) for c in chunks]
         recv = [receive_buffer_bytes(c, act_b) for c in chunks]
-        m = max(s[3] for t in moments for s in t)
         params = [float(c.params) for c in chunks]
         params[-1] += tied_params
         gat = [p * rc.gather_bytes for p in params]
         red = [p * rc.grad_reduce_bytes for p in params]
+    else:
+        m = 0
     per_mb = [k + e for k, e in zip(kept, ce_parts, strict=True)]
+    return moments_peak(moments, m, working, per_mb, outs, gat, red, recv)
+
+
+def moments_peak(
+    moments: Sequence[tuple[ChunkState, ...]],
+    m: int,
+    working: float,
+    per_mb: Sequence[float],
+    outs: Sequence[float],
+    gat: Sequence[float],
+    red: Sequence[float],
+    recv: Sequence[tuple[float, float]],
+) -> tuple[float, float]:
+    """``(activations, held)`` (bytes) at the moment of ``moments`` where their sum is the
+    largest (the first such), :func:`_moment_peak`'s sum: at a moment of per-chunk states
+    ``(n_c, gathered_c, grads_c, done_c)``, activations ``working + sum_c n_c a_c + done_c o_c
+    + (m - n_c + done_c - n_c) ri_c + m rg_c`` and held ``sum_c [gathered_c] g_c + [grads_c]
+    r_c``, for ``a = per_mb``, ``o = outs``, ``g = gat``, ``r = red``, ``(ri, rg) = recv``, per
+    chunk."""
+    per_chunk = list(zip(per_mb, outs, gat, red, recv, strict=True))
     best = (-1.0, 0.0, 0.0)
     for t in moments:
         acts = working
         held = 0.0
-        for (live, gathered, grads, done), a, o, g, r, (ri, rg) in zip(
-            t, per_mb, outs, gat, red, recv, strict=True
-        ):
+        for (live, gathered, grads, done), (a, o, g, r, (ri, rg)) in zip(t, per_chunk, strict=True):
             acts += live * a + done * o
             acts += (m - live + done - live) * ri + m * rg  # receive buffers, kept .grad
             held += (g if gathered else 0.0) + (r if grads else 0.0)

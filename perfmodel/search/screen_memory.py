@@ -202,6 +202,7 @@ def plan_stage_memory(
         recipe=rc,
         tied_params=tied,
         moments=moments,
+        microbatches=m,
     )
 
 

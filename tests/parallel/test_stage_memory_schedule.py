@@ -24,6 +24,7 @@ from perfmodel.parallel.lowering import _elements
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.schedule import chunk_moments, stage_ops
 from perfmodel.parallel.stack_choices import CrossEntropy
+from perfmodel.parallel.stage_memory import moments_peak
 from perfmodel.pipeline.lower import _step_inputs
 from perfmodel.workload.layers import LayerKind
 from perfmodel.workload.memory import (
@@ -241,20 +242,6 @@ def test_loss_parallel_under_tp() -> None:
     assert CrossEntropy.TE_FUSED.for_tp(8) is CrossEntropy.TE_FUSED
 
 
-def _formula_peak(moments, m: int, a, o, g, r, ri, rg) -> float:  # type: ignore[no-untyped-def]
-    """The largest over ``moments`` of :func:`~perfmodel.parallel.stage_memory._moment_peak`'s
-    sum: live sets, kept outputs, receive buffers with kept ``.grad``, windows."""
-    best = 0.0
-    for t in moments:
-        tot = 0.0
-        for (live, gat, grads, done), *x in zip(t, a, o, g, r, ri, rg, strict=True):
-            a_, o_, g_, r_, ri_, rg_ = x
-            tot += live * a_ + done * o_ + (m - live + done - live) * ri_ + m * rg_
-            tot += (g_ if gat else 0.0) + (r_ if grads else 0.0)
-        best = max(best, tot)
-    return best
-
-
 @pytest.mark.parametrize(
     ("schedule", "p", "m", "v"),
     [(PipelineSchedule.GPIPE, 3, 22, 1), (PipelineSchedule.ONE_F_ONE_B, 4, 9, 1),
@@ -264,7 +251,8 @@ def _formula_peak(moments, m: int, a, o, g, r, ri, rg) -> float:  # type: ignore
 def test_kept_moments_hold_the_peak_of_one_block_chunks(schedule, p: int, m: int, v: int) -> None:
     """A chunk of one block under full recomputation saves less than two inputs, so a finished
     backward (its saved set traded for a kept ``.grad`` and an idle receive buffer) can leave
-    the stage fuller: the peak of the memory sum over the kept moments equals its peak over
+    the stage fuller: the peak of the memory sum (:func:`~perfmodel.parallel.stage_memory.
+    moments_peak`, the one stage memory takes) over the kept moments equals its peak over
     every operation's state for sizes with ``input <= saved < 2 x input`` (final20e: up to 42%
     under, GPipe p3 m22, before the cool-down's run ends were kept)."""
     import random
@@ -281,9 +269,8 @@ def test_kept_moments_hold_the_peak_of_one_block_chunks(schedule, p: int, m: int
                 [rng.uniform(0, 1) for _ in range(v)],
                 [rng.uniform(0, 5) for _ in range(v)],
                 [rng.uniform(0, 5) for _ in range(v)],
-                ri,
-                [rng.uniform(0, 1) for _ in range(v)],
+                list(zip(ri, [rng.uniform(0, 1) for _ in range(v)], strict=True)),
             )
-            assert _formula_peak(kept, m, *sizes) == pytest.approx(
-                _formula_peak(every, m, *sizes), rel=1e-12
+            assert sum(moments_peak(kept, m, 0.0, *sizes)) == pytest.approx(
+                sum(moments_peak(every, m, 0.0, *sizes)), rel=1e-12
             )
