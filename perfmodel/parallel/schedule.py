@@ -277,7 +277,7 @@ def _moments_jumping(
     seen: dict[tuple, tuple[int, ...] | None] = {}  # moment key -> forwards run
     flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
 
-    def record() -> None:
+    def record() -> None:  # the warm-up's last forward and the cool-down's backwards
         if windows:
             seen[(tuple(live), flags)] = tuple(done)
         elif (key := tuple(live)) not in seen:
@@ -312,7 +312,10 @@ def _moments_jumping(
             nxt = edges[bisect_right(edges, i)]
         live[cf] += 1
         done[cf] += 1
-        record()
+        if windows:  # record(), inlined in the loop that records most
+            seen[(tuple(live), flags)] = tuple(done)
+        elif (key := tuple(live)) not in seen:
+            seen[key] = None
         if i + 1 >= nxt:
             flags = _windows_at(i + 1, first_f, first_b, last_b)
             nxt = edges[bisect_right(edges, i + 1)]

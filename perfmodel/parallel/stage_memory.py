@@ -326,7 +326,9 @@ def chunk_output_bytes(chunk: Chunk, act_bytes: float) -> float:
     return _elements(last.output_shape) * act_bytes
 
 
-def receive_buffer_bytes(chunk: Chunk, act_bytes: float) -> tuple[float, float]:
+def receive_buffer_bytes(
+    chunk: Chunk, act_bytes: float, output: float | None = None
+) -> tuple[float, float]:
     """``(input, gradient)``: bytes of one micro-batch's forward receive buffer of ``chunk`` and
     of its gradient receive buffer under ``torch.distributed.pipelining``.
 
@@ -342,14 +344,17 @@ def receive_buffer_bytes(chunk: Chunk, act_bytes: float) -> tuple[float, float]:
     the chunk's first block's input (:func:`~perfmodel.workload.memory.
     first_block_input_elements`: 0 for the model's first chunk, which starts with the
     embedding), the gradient the chunk's output (:func:`chunk_output_bytes`; 0 for the model's
-    last chunk, the one with the loss), both at ``act_bytes`` per element.
+    last chunk, the one with the loss), both at ``act_bytes`` per element; ``output``: the
+    chunk's :func:`chunk_output_bytes` where the caller has it.
     """
     from perfmodel.workload.memory import first_block_input_elements
 
     inp = first_block_input_elements(layer_runs(chunk.layers)) * act_bytes
     layers = chunk.layers
     last = bool(len(layers)) and layers[-1].kind is LayerKind.LOSS
-    return float(inp), 0.0 if last else chunk_output_bytes(chunk, act_bytes)
+    if output is None:
+        output = chunk_output_bytes(chunk, act_bytes)
+    return float(inp), 0.0 if last else output
 
 
 def _moment_peak(
@@ -422,7 +427,7 @@ def _moment_peak(
     outs, gat, red, recv = [0.0] * n, [0.0] * n, [0.0] * n, [(0.0, 0.0)] * n
     if rc.gather_per_step:
         outs = [chunk_output_bytes(c, act_b) for c in chunks]
-        recv = [receive_buffer_bytes(c, act_b) for c in chunks]
+        recv = [receive_buffer_bytes(c, act_b, o) for c, o in zip(chunks, outs, strict=True)]
         params = [float(c.params) for c in chunks]
         params[-1] += tied_params
         gat = [p * rc.gather_bytes for p in params]
@@ -449,12 +454,12 @@ def moments_peak(
     + (m - n_c + done_c - n_c) ri_c + m rg_c`` and held ``sum_c [gathered_c] g_c + [grads_c]
     r_c``, for ``a = per_mb``, ``o = outs``, ``g = gat``, ``r = red``, ``(ri, rg) = recv``, per
     chunk."""
-    per_chunk = list(zip(per_mb, outs, gat, red, recv, strict=True))
+    per_chunk = [(*x, ri, rg) for *x, (ri, rg) in zip(per_mb, outs, gat, red, recv, strict=True)]
     best = (-1.0, 0.0, 0.0)
     for t in moments:
         acts = working
         held = 0.0
-        for (live, gathered, grads, done), (a, o, g, r, (ri, rg)) in zip(t, per_chunk, strict=True):
+        for (live, gathered, grads, done), (a, o, g, r, ri, rg) in zip(t, per_chunk, strict=True):
             acts += live * a + done * o
             acts += (m - live + done - live) * ri + m * rg  # receive buffers, kept .grad
             held += (g if gathered else 0.0) + (r if grads else 0.0)
