@@ -178,11 +178,10 @@ def stage_memory(
     ``FSDPParam.to_accumulated_grad_if_needed`` keeps the accumulated gradient in
     ``reduce_dtype``); then fragmentation over the total.
 
-    ``moments`` (:func:`~perfmodel.parallel.schedule.chunk_moments`, pipelined callers): with
-    several chunks or :attr:`Recipe.gather_per_step`, the peak over the schedule's moments of
-    each chunk's activations at its own live count (and pipelined FSDP2's windows, kept outputs
-    and receive buffers, :func:`_moment_peak`) replaces ``in_flight`` sets of the chunks' mean;
-    ``microbatches``, the step's, count pipelined FSDP2's receive buffers (one per micro-batch).
+    ``moments`` (:func:`~perfmodel.parallel.schedule.chunk_moments`, pipelined callers) with
+    several chunks or :attr:`Recipe.gather_per_step`: their peak of each chunk's activations at
+    its own live count (and FSDP2's windows, kept outputs and receive buffers, one per the step's
+    ``microbatches``: :func:`_moment_peak`) replaces ``in_flight`` sets of the chunks' mean.
     """
     from perfmodel.workload import memory as wmem
 
@@ -191,7 +190,6 @@ def stage_memory(
     # a stack's copies of a block read as the block (their shapes and collectives are its)
     layers = [la for c in chunks for la in distinct_layers(c.layers)]
     params = float(sum(c.params for c in chunks)) + tied_params
-    stage = rc.sharding.stage
     expert = float(sum(expert_params(c.layers) for c in chunks))
     weights, grads, state = rc.model_state_bytes(params - expert, plan.grad_replicas)
     if expert:  # routed experts: sharded over the expert data-parallel group (HSDP: its share)
@@ -234,7 +232,7 @@ def stage_memory(
         # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
         # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype
         ws += params * (rc.gather_bytes + rc.grad_reduce_bytes)
-    elif stage >= 3:
+    elif rc.sharding.stage >= 3:
         biggest = max(s.params for c in chunks for s in c.segments)
         ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched
     subtotal = weights + grads + state + acts + ws + comm_buffer_bytes
