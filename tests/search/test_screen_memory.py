@@ -82,3 +82,17 @@ def test_screen_counts_the_fsdp_gathered_units() -> None:
     gathered = 2 * (50257 + 1024) * 1024 * 2.0
     weights_saved = params * 2.0 * (1 - 1 / 8)
     assert z3 - z2 == pytest.approx(1.05 * (gathered - weights_saved), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [{"gpus": 8, "pp": 2, "global_batch": 16, "microbatch": 1},
+     {"gpus": 8, "pp": 4, "interleave": 2, "global_batch": 32, "microbatch": 1}],
+)  # fmt: skip
+def test_pipelined_fsdp2_screen_memory_is_predicts_exactly(plan: dict[str, Any]) -> None:
+    """torchtitan pipelined (FSDP2 windows, kept outputs, a receive buffer per micro-batch):
+    the screen passes ``stage_memory`` the step's micro-batches as the lowering does (speed31a),
+    so the bytes are ``predict``'s to the bit."""
+    base = _base("torchtitan")
+    pred = predict(Scenario.from_dict({**base, **plan, "fidelity": "analytic"}), baseline=False)
+    assert PlanScreen(base)(plan)["memory_per_gpu_bytes"] == pred.memory_per_gpu_bytes
