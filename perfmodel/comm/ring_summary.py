@@ -117,11 +117,20 @@ def ring_summary(
     return summary.result(pairs)
 
 
+_Incidence = tuple[list[int], list[int], list[float], list[float], list[tuple[int, int]]]
+"""A max-min fill's input (:meth:`_Summariser._incidence`): per entry its channel, resource
+and multiplier; per resource its capacity; the fabric entries' positions and integer counts."""
+
+
 class _Summariser:
     """One :func:`ring_summary` in progress: the group's ring plan over its servers, the link
     tables it reads, and what it has found so far (each per-server link pattern with the
     capacities it has, the segments' counts per pattern, the boundary templates, the
     fabric-link loads per channel)."""
+
+    #: Whether :meth:`result` keeps a recountable summary's incidence for :meth:`recounted`
+    #: (tests compare both ways).
+    KEEP_INCIDENCE = True
 
     def __init__(self, links: DirectedLinks, plan: RingPlan, servers: list[int]) -> None:
         self.links = links
@@ -150,6 +159,9 @@ class _Summariser:
         self.by_sides: dict[Any, tuple[tuple[int, ...], float, float]] = {}
         self._inside: dict[tuple[str, str], tuple[str, ...] | None] = {}
         self._one_link: dict[str, bool] = {}
+        #: the incidence :meth:`result` filled, with and without the segments (recountable
+        #: summaries only; :meth:`recounted`)
+        self._kept: tuple[_Incidence, _Incidence] | None = None
 
     # ------------------------------------------------------------------ the first server
     def segments(self) -> bool:
@@ -435,12 +447,21 @@ class _Summariser:
     ) -> tuple[float, ...]:
         """Max-min fair rates of the channels over one resource per (pattern, capacity) and per
         fabric resource; the segments' hops counted where ``with_segments``."""
+        return self._filled(self._incidence(fab_entries, with_segments))
+
+    def _incidence(
+        self, fab_entries: list[list[tuple[Any, float, int]]], with_segments: bool
+    ) -> _Incidence:
+        """What :meth:`_rates` fills: the flow (channel) and resource index and multiplier of
+        every incidence entry, the resources' capacities, and the fabric entries' positions
+        with their integer counts (:meth:`recounted` scales those)."""
         assert self.out_tmpl is not None and self.in_tmpl is not None
         res: dict[Any, int] = {}
         res_cap: list[float] = []
         fi: list[int] = []
         ri: list[int] = []
         mult: list[float] = []
+        fabric: list[tuple[int, int]] = []
 
         def add(c: int, rkey: Any, capacity: float, k: int) -> None:
             r = res.get(rkey)
@@ -460,7 +481,13 @@ class _Summariser:
                 for capacity in sorted(self.pattern_caps[pk]):
                     add(c, ("s", pk, capacity), capacity, k)
             for rkey, capacity, k in fab_entries[c]:
+                fabric.append((len(mult), k))
                 add(c, rkey, capacity, k)
+        return fi, ri, mult, res_cap, fabric
+
+    def _filled(self, inc: _Incidence) -> tuple[float, ...]:
+        """The channels' max-min fair rates over the incidence ``inc`` (:meth:`_incidence`)."""
+        fi, ri, mult, res_cap, _ = inc
         if not fi:
             return (math.inf,) * self.n_ch
         return tuple(fill_rates(fi, ri, mult, res_cap, self.n_ch))
@@ -486,25 +513,47 @@ class _Summariser:
         :meth:`_rates` fills the same resources with those counts. Issue 27: the
         data-parallel ring of GPUs 0 and 4 of 32 DGX A100 on rails crosses rails through the
         spine; the same ring over 16 servers (the next plan's) was composed again.
+
+        With :attr:`KEEP_INCIDENCE` the incidence :meth:`result` filled is kept and only its
+        fabric entries' multipliers are scaled (``k // count * n_servers``): by the argument
+        above the grouping, its order and so every resource index, channel, capacity and
+        server multiplier are those the scaled loads give (fabric resources' keys, ``"f"``
+        first, never meet the servers' ``"s"`` keys), and each fabric entry's count is its
+        first link's, scaled alike; the same lists, hence the same fill (issue 27: a new
+        plan's data-parallel ring over a new server count, 0.28 ms on the 2-core development
+        machine, most of it building the incidence anew).
         """
-        # every load is a per-boundary crossing count times ``count`` (:meth:`boundary`), so
-        # ``k // count`` is exact
-        scaled = [{e: k // count * n_servers for e, k in load.items()} for load in self.fab_load]
-        entries = self._fabric_entries(scaled)
-        return self._rates(entries, True), self._rates(entries, False)
+        kept = self._kept if self.KEEP_INCIDENCE else None
+        if kept is None:
+            # every load is a per-boundary crossing count times ``count`` (:meth:`boundary`),
+            # so ``k // count`` is exact
+            scaled = [
+                {e: k // count * n_servers for e, k in load.items()} for load in self.fab_load
+            ]
+            entries = self._fabric_entries(scaled)
+            return self._rates(entries, True), self._rates(entries, False)
+        out = []
+        for fi, ri, mult, res_cap, fabric in kept:
+            mult = list(mult)
+            for i, k in fabric:
+                mult[i] = float(k // count * n_servers)
+            out.append(self._filled((fi, ri, mult, res_cap, fabric)))
+        return out[0], out[1]
 
     def result(self, pairs: list[list[int]]) -> RingSummary:
         """The summary of the composed boundaries; ``pairs`` is :meth:`class_pairs` (a ring of
         distinct servers has one class pair only where every server is of one class, so one
         pair of a class, not a server standing for itself, is a recountable pattern)."""
         entries = self._fabric_entries(self.fab_load)
+        inc = (self._incidence(entries, True), self._incidence(entries, False))
         recount = None
         if len(pairs) == 1 and self.cls[0][0] == "c":
             recount = partial(self.recounted, pairs[0][1])
+            self._kept = inc
         return RingSummary(
             n_channels=self.n_ch,
-            rates=self._rates(entries, True),
-            inter_rates=self._rates(entries, False),
+            rates=self._filled(inc[0]),
+            inter_rates=self._filled(inc[1]),
             intra_hops=tuple(h for hops in self.seg_hops for h in hops),
             inter_hops=tuple(self.inter_hops),
             servers=frozenset(self.touched),

@@ -20,6 +20,7 @@ from test_ring_patterns import _group, _same_info
 from perfmodel.comm import CommCostModel
 from perfmodel.comm.group import GroupInfo
 from perfmodel.comm.group_memo import _PATTERN_FIELDS, GroupMemo
+from perfmodel.comm.ring_summary import _Summariser, ring_summary
 from perfmodel.topology import Topology, load_system
 from perfmodel.topology.symmetry import server_symmetry
 
@@ -154,3 +155,27 @@ def test_fat_tree_rings_are_count_free_not_recounted() -> None:
     _check(model, direct, across)
     assert across in built
     assert not model.groups._counted.entries
+
+
+@pytest.mark.parametrize("lids", LIDS[:4])
+def test_kept_incidence_recounts_as_built_anew(
+    lids: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_Summariser.KEEP_INCIDENCE``: a recount scales the kept incidence's fabric entries;
+    its rates equal those of the incidence built anew from the scaled loads (the switch off)
+    and those of the ring's own summary over that many servers, for every count, on rails
+    with one spine uplink per rail (the spine binds: the counts move the rates)."""
+    topo = _thin_rails()
+    links = CommCostModel(topo).links
+    summary = ring_summary(links, _group(topo, tuple(range(8)), lids))
+    assert summary is not None and summary.recount is not None
+    assert summary.recount.func.__self__._kept is not None  # type: ignore[attr-defined]
+    for n in (2, 3, 5, 7, 8, 11):
+        kept = summary.recount(n)
+        with monkeypatch.context() as mp:
+            mp.setattr(_Summariser, "KEEP_INCIDENCE", False)
+            anew = summary.recount(n)
+        assert kept == anew, n
+        if n <= NODES:
+            own = ring_summary(links, _group(topo, tuple(range(n)), lids))
+            assert own is not None and kept == (own.rates, own.inter_rates), n
