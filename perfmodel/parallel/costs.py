@@ -22,6 +22,7 @@ from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.hop_routes import templated_factor
+from perfmodel.parallel.nic_tables import _near_nic_sets, _nics_per_server
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
 from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
@@ -718,7 +719,8 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     Parallel rings (every group one GPU on each of the same two or more servers of one
     class, in the same order, one local id per group) are ``("parallel", class, local
     ids)``: each server then sends one flow per group, whatever the number of servers, so
-    the factor of every data-parallel degree of those local ids is one (comment below).
+    the factor of every data-parallel degree of those local ids is one (comment below); so
+    is that of groups of ``k`` GPUs a server on the same servers (:func:`_parallel_blocks`).
     """
     sym = server_symmetry(topology)
     reads = _flat_reads(sym, groups)
@@ -743,8 +745,44 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
             and lids == tuple(chain.from_iterable(repeat(x, n) for x in ids))
         ):
             return ("parallel", c, ids)
+        blocks = _parallel_blocks(sym, first, lids, len(sizes))
+        if blocks is not None:
+            return blocks
     indexed = _flat_indices(sym, srv)
     return None if indexed is None else (indexed[0], sizes, indexed[1], lids)
+
+
+def _parallel_blocks(
+    sym: ServerSymmetry, first: list[int], lids: tuple[str, ...], count: int
+) -> tuple[Any, ...] | None:
+    """``("parallel-k", class, each group's local ids on a server)`` where the ``count``
+    groups (equal sizes, every one on the servers ``first`` in that order: :func:`_nic_shape`
+    checked) are parallel rings of ``k >= 2`` GPUs a server: each group holds ``k``
+    consecutive members on each of the same two or more distinct servers of one class, with
+    the same local ids in the same order on every server; else ``None``.
+
+    Why one factor per key, whatever the number of servers (:func:`_nic_counted` cuts to two):
+    every server then holds of every group the members of the same local ids in the same
+    order, so :func:`_nic_sharing_factor`'s per-server tables are the same on each server (the
+    local ids, their NIC union built in one insertion order, the load per NIC summed over the
+    groups in one order, the class's NIC count): each server's ratio is the same float, the
+    argument of the one-GPU-a-server parallel rings. Issue 27: the data-parallel groups of a
+    tp4 plan hold GPUs 0 and 4 (1 and 5, ...) of each server; dp64 then dp32 counted every
+    member of 4 x 64 and 4 x 32 (0.18-0.39 ms a plan on the 2-core development machine)."""
+    n = len(first)
+    k = next((i for i in range(1, n) if first[i] != first[0]), n)
+    if k < 2 or n % k or n // k < 2:
+        return None
+    servers = first[::k]
+    if first != list(chain.from_iterable(repeat(s, k) for s in servers)):
+        return None
+    c = sym.cls.get(servers[0])
+    if c is None or len(set(servers)) < len(servers) or any(sym.cls.get(s) != c for s in servers):
+        return None
+    ids = tuple(lids[g * n : g * n + k] for g in range(count))
+    if lids != tuple(chain.from_iterable(b * (n // k) for b in ids)):
+        return None
+    return ("parallel-k", c, ids)
 
 
 def _nic_counted(
@@ -752,7 +790,8 @@ def _nic_counted(
 ) -> tuple[tuple[str, ...], ...]:
     """The groups :func:`_nic_sharing_factor` counts for ``groups`` of server-level shape
     ``shape`` (:func:`_nic_shape`): parallel rings cut to their first two members (servers),
-    other shapes whole.
+    those of ``k`` GPUs a server to their first ``2 k`` (:func:`_parallel_blocks`), other
+    shapes whole.
 
     Why the cut groups have the factor of the whole ones, bit for bit: parallel rings put one
     GPU of every group on each of the same servers (two or more, distinct, of one class), so
@@ -766,6 +805,8 @@ def _nic_counted(
     """
     if shape[0] == "parallel":
         return tuple(g[:2] for g in groups)
+    if shape[0] == "parallel-k":  # k GPUs a server (_parallel_blocks): the first two servers
+        return tuple(g[: 2 * len(shape[2][0])] for g in groups)
     return groups
 
 
@@ -932,63 +973,3 @@ def _nic_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
             alone, shared = min(1.0, k), min(1.0, k / bare[srv])
         worst = max(worst, alone / shared)
     return worst
-
-
-@lru_cache(maxsize=64)
-def _near_nic_sets(topology: Topology) -> dict[str, tuple[tuple[str, ...], float, float]]:
-    """Per GPU local id (first server; cluster servers are identical): the local ids of the
-    fabric NICs at the smallest hop distance, the GPU -> NIC route's goodput and the NIC's
-    fabric port goodput (bytes/s)."""
-    g = topology.graph
-    server = topology.server_of(topology.gpus[0])
-    # that server's nodes alone (Topology.server_nodes reads them off the build record where
-    # there is one: a pass over the whole graph makes every server of a cluster built by
-    # copying, topology/lazy.py: all 512 servers of GPT-3 175B tp8 pp8 dp64 on 4096 A100)
-    nodes = ((n, g.nodes[n]) for n in topology.server_nodes(server))
-    nics = [
-        n
-        for n, d in nodes
-        if d["kind"] is NodeKind.NIC
-        and int(d["server"]) == server
-        and any(int(g.nodes[v]["server"]) == -1 for v in g.neighbors(n))
-    ]
-    out: dict[str, tuple[tuple[str, ...], float, float]] = {}
-    if not nics:
-        return out
-    port = {
-        nic: max(
-            effective_bandwidth(g, nic, v)
-            for v in g.neighbors(nic)
-            if int(g.nodes[v]["server"]) == -1
-        )
-        for nic in nics
-    }
-    for gpu in topology.gpus:
-        if topology.server_of(gpu) != server:
-            break
-        paths = {nic: route(topology, gpu, nic) for nic in nics}
-        d = min(len(p) for p in paths.values())
-        best = sorted(nic for nic, p in paths.items() if len(p) == d)
-        b_gpu = min(
-            min(effective_bandwidth(g, u, v) for u, v in path_edges(paths[nic])) for nic in best
-        )
-        out[str(g.nodes[gpu]["local_id"])] = (
-            tuple(str(g.nodes[n]["local_id"]) for n in best),
-            b_gpu,
-            min(port[n] for n in best),
-        )
-    return out
-
-
-@lru_cache(maxsize=64)
-def _nics_per_server(topology: Topology) -> dict[int, int]:
-    out: dict[int, int] = {}
-    p = topology.pattern
-    if p is not None and p.describes(topology):  # copies of server 0 (no whole-graph pass)
-        g = topology.graph
-        k = sum(g.nodes[n]["kind"] is NodeKind.NIC for n in topology.server_nodes(0))
-        return dict.fromkeys(range(p.servers), k) if k else out
-    for _, d in topology.graph.nodes(data=True):
-        if d["kind"] is NodeKind.NIC:
-            out[int(d["server"])] = out.get(int(d["server"]), 0) + 1
-    return out

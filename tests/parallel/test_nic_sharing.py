@@ -225,3 +225,51 @@ def test_one_pass_shape_partitions_as_the_per_group_reads() -> None:
     for i in range(len(sets)):
         for j in range(len(sets)):
             assert (new[i] == new[j]) == (old[i] == old[j]), (sets[i], sets[j])
+
+
+_BLOCKS = [
+    ((0, 4), (1, 5), (2, 6), (3, 7)),  # a tp4 plan's data-parallel groups: two GPUs a server
+    ((0, 1), (2, 3)),
+    ((4, 0), (5, 1)),  # the local ids of a server in another order
+    ((0, 2, 4, 6), (1, 3, 5, 7)),
+    ((0, 1, 2, 3),),
+]
+
+
+@pytest.mark.parametrize("name", sorted(_CUT_SYSTEMS))
+def test_parallel_rings_of_k_gpus_a_server_cut_to_two_servers(name: str) -> None:
+    """Property (``costs._parallel_blocks``): groups of ``k`` GPUs on each of the same 2-12
+    servers of one class (strides 1-3, every start) are one ``"parallel-k"`` shape per class
+    and local ids, whatever the server count; the factor of the groups cut to their first two
+    servers is, bit for bit, the whole groups' factor, and so is the memo's. A server whose
+    block is out of order or a group whose members change local ids keeps the full shape."""
+    topo = _CUT_SYSTEMS[name]
+    gpn, nodes = topo.gpus_per_node, topo.num_nodes
+    seen: dict[object, float] = {}
+    for stride in range(1, 4):
+        for first in range(nodes):
+            n = (nodes - 1 - first) // stride + 1
+            for blocks in [b for b in _BLOCKS if max(map(max, b)) < gpn] if n >= 2 else []:
+                groups = tuple(
+                    tuple(topo.gpus[(first + stride * i) * gpn + k] for i in range(n) for k in b)
+                    for b in blocks
+                )
+                shape = costs._nic_shape(topo, groups)
+                if shape is None or shape[0] != "parallel-k":  # servers of several classes
+                    assert shape is None or costs._nic_counted(shape, groups) is groups
+                    continue
+                whole = costs._nic_sharing_factor(topo, groups)
+                cut = costs._nic_counted(shape, groups)
+                assert all(len(g) == 2 * len(b) for g, b in zip(cut, blocks, strict=True))
+                assert costs._nic_sharing_factor(topo, cut) == whole, (stride, first, blocks)
+                assert seen.setdefault(shape, whole) == whole  # one factor per shape
+                if sum(map(len, groups)) > 64:
+                    assert costs.ring_sharing_factor(topo, groups) == whole
+    assert len(seen) >= len(_BLOCKS)
+    ring = tuple(topo.gpus[s * gpn + k] for s in range(nodes) for k in (0, 4))
+    swapped = tuple(topo.gpus[s * gpn + k] for s in range(nodes) for k in ((4, 0) if s else (0, 4)))
+    drift = tuple(topo.gpus[s * gpn + k] for s in range(nodes) for k in (0, 4 + s % 2))
+    for other in (swapped, drift):  # (None: servers of several classes)
+        shape = costs._nic_shape(topo, (ring, other))
+        assert shape is None or shape[0] not in ("parallel", "parallel-k")
+        assert shape is None or costs._nic_counted(shape, (ring, other)) == (ring, other)
