@@ -128,8 +128,8 @@ class _Summariser:
     capacities it has, the segments' counts per pattern, the boundary templates, the
     fabric-link loads per channel)."""
 
-    #: Whether :meth:`result` keeps a recountable summary's incidence for :meth:`recounted`
-    #: (tests compare both ways).
+    #: Whether :meth:`recounted` scales the incidence :meth:`result` kept (off: built anew
+    #: from the scaled loads; tests compare both ways).
     KEEP_INCIDENCE = True
 
     def __init__(self, links: DirectedLinks, plan: RingPlan, servers: list[int]) -> None:
