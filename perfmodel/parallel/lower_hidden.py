@@ -202,42 +202,37 @@ class HiddenCollectives:
         A chunk read off an earlier one (:attr:`~perfmodel.parallel.lowering.Chunk.values_of`:
         the same segments field for field but for their layer ids; the middle stages of a
         pipeline) takes the summary of the
-        first of its class summed (``_hidden_seen``: stage ``s0``, the distinct row inputs in
-        the order the loop met them, the summary) where its stage gives each of those inputs
-        the row ``s0`` gave it (:meth:`_same_rows`), instead of walking its segments. Exact by
-        induction over the loop: both walks read the same fields in the same order, the first
-        reduction before is ``None`` in both, and where the rows so far are equal so is the
-        next row's input (the reduction before), hence its row (compared), so every sum adds
-        the same floats in the same order and the refusal (an empty row) falls at the same
-        segment; where a row differs the walk is done in full."""
+        first of its class summed (``_hidden_seen``: stage ``s0``, the reduced byte counts its
+        rows priced, the summary) where its stage prices each of those reductions as ``s0``
+        does (:meth:`_same_rows`), instead of walking its segments. Exact by induction over
+        the loop: a row (:meth:`_hidden_row`) reads the stage only through :meth:`dp_time` of
+        its reduced bytes, the rest a function of the segment's fields and the reduction
+        before; both walks read the same fields in the same order, the first reduction before
+        is ``None`` in both, and where the rows so far are equal so is the next row's input
+        (the reduction before), hence its row (its reduction's seconds compared), so every sum
+        adds the same floats in the same order and the refusal (an empty row, whatever the
+        stage) falls at the same segment; where a reduction differs the walk is done in full."""
         cls = (id(ch.values_of or ch), final_mb)
         seen = self._hidden_seen.get(cls)
         if seen is not None and self.SAME_ROWS and self._same_rows(s, seen[0], seen[1]):
             return seen[2]  # type: ignore[no-any-return]
-        inputs: list[tuple[tuple, Segment]] = []
-        out = self._hidden_walk(s, ch, final_mb, inputs)
+        sizes: dict[float, None] = {}
+        out = self._hidden_walk(s, ch, final_mb, sizes)
         if seen is None:
-            self._hidden_seen[cls] = (s, tuple(inputs), out)
+            self._hidden_seen[cls] = (s, tuple(sizes), out)
         return out
 
-    def _same_rows(self, s: int, s0: int, inputs: tuple[tuple[tuple, Segment], ...]) -> bool:
-        """Whether stage ``s`` gives each row input of ``inputs`` (:meth:`_hidden_walk`'s:
-        the segment's fields and the reduction before) the row stage ``s0`` gave it."""
-        rows = self._rows
-        for tail, seg in inputs:  # tail: the fields and the reduction before; seg: their segment
-            key = ("hidden", s, *tail)
-            mine = rows.get(key)
-            if mine is None:
-                mine = rows[key] = self._hidden_row(s, seg, tail[-1])  # type: ignore[arg-type]
-            if mine != rows[("hidden", s0, *tail)]:
-                return False
-        return True
+    def _same_rows(self, s: int, s0: int, sizes: tuple[float, ...]) -> bool:
+        """Whether stage ``s`` prices the reduction of each byte count of ``sizes``
+        (:meth:`_hidden_walk`'s) as stage ``s0`` does (:meth:`dp_time`)."""
+        op, dp_time = self._grad_op(), self.dp_time
+        return all(dp_time(s, op, b) == dp_time(s0, op, b) for b in sizes)
 
     def _hidden_walk(
-        self, s: int, ch: Chunk, final_mb: bool, inputs: list[tuple[tuple, Segment]]
+        self, s: int, ch: Chunk, final_mb: bool, sizes: dict[float, None]
     ) -> HiddenBackward | None:
-        """:meth:`_hidden_op`'s walk over ``ch``'s segments; the distinct row inputs it meets
-        are appended to ``inputs`` in that order."""
+        """:meth:`_hidden_op`'s walk over ``ch``'s segments; the reduced byte counts of the
+        rows it meets are keys of ``sizes``, in that order."""
         segs = ch.segments
         if len(segs) < 2 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
             return None
@@ -258,7 +253,8 @@ class HiddenCollectives:
                 if row is None:
                     row = rows[key] = self._hidden_row(s, seg, prev)
                 met[key] = row
-                inputs.append((key[2:], seg))
+                if row:
+                    sizes[row[3]] = None
             if not row:
                 return None
             dur, tp_s, d, nbytes, r = row

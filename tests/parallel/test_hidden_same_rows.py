@@ -66,29 +66,47 @@ CASES: dict[str, tuple[dict, bool]] = {
 
 
 def _run(sc: Scenario, monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[Any, list, list]:
-    """The report, the summaries :meth:`_hidden_op` gave (per call) and what
-    :meth:`_same_rows` answered, chunks built afresh (no chunk or report of another test)."""
-    ops: list[Any] = []
-    same: list[bool] = []
-    hop, rows = HiddenCollectives._hidden_op, HiddenCollectives._same_rows
+    """The report, the summaries :meth:`_hidden_op` gave (per call: stage, last micro-batch,
+    summary) and what :meth:`_same_rows` answered, chunks built afresh."""
+    return run_recording(sc, monkeypatch, ("SAME_ROWS", on), "_hidden_op", "_same_rows")
 
-    def record_op(self, *a: Any) -> Any:  # type: ignore[no-untyped-def]
-        ops.append((a[0], a[2], hop(self, *a)))
-        return ops[-1][2]
 
-    def record_rows(self, *a: Any) -> bool:  # type: ignore[no-untyped-def]
-        same.append(rows(self, *a))
-        return same[-1]
+def run_recording(
+    sc: Scenario, monkeypatch: pytest.MonkeyPatch, switch: tuple[str, bool], outer: str,
+    inner: str,
+) -> tuple[Any, list, list]:  # fmt: skip
+    """``sc``'s report with :class:`HiddenCollectives` switch ``switch`` (name, value) set,
+    chunks built afresh; each call of the method ``outer`` (a stage and a chunk, then more
+    arguments: the stage, the arguments after the chunk and its answer) and whether each call
+    of ``inner`` answered (``True``, or not ``None``)."""
+    calls: list[Any] = []
+    answers: list[bool] = []
+    f, g = getattr(HiddenCollectives, outer), getattr(HiddenCollectives, inner)
+
+    def record_outer(self, s, ch, *a):  # type: ignore[no-untyped-def]
+        calls.append((s, *a, f(self, s, ch, *a)))
+        return calls[-1][-1]
+
+    def record_inner(self, *a):  # type: ignore[no-untyped-def]
+        out = g(self, *a)
+        answers.append(out is not None and out is not False)
+        return out
 
     with monkeypatch.context() as m:
-        m.setattr(HiddenCollectives, "SAME_ROWS", on)
-        m.setattr(PipelineLowering, "_hidden_op", record_op)
-        m.setattr(PipelineLowering, "_same_rows", record_rows)
-        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
-        m.setattr(lowering, "_CHUNKS", {})
-        m.setattr(api, "_REPORTS", {})
-        report = predict(sc, baseline=False)
-    return report, ops, same
+        m.setattr(HiddenCollectives, switch[0], switch[1])
+        m.setattr(PipelineLowering, outer, record_outer)
+        m.setattr(PipelineLowering, inner, record_inner)
+        report = predict_afresh(sc, m)
+    return report, calls, answers
+
+
+def predict_afresh(sc: Scenario, m: pytest.MonkeyPatch) -> Any:
+    """``sc``'s report with no chunk or report of another test (``m``: a monkeypatch context
+    the caller undoes)."""
+    m.setattr(shortcuts, "_SHARED_CHUNKS", {})
+    m.setattr(lowering, "_CHUNKS", {})
+    m.setattr(api, "_REPORTS", {})
+    return predict(sc, baseline=False)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
