@@ -130,6 +130,11 @@ class HiddenCollectives:
     #: both ways).
     CHAIN_DIRECT = True
 
+    #: Whether a chunk read off an earlier one takes the earlier chunk's gather plan rows where
+    #: its stage prices every data-parallel collective of that plan alike
+    #: (:meth:`_gathers_like`; tests compare both ways).
+    SAME_GATHERS = True
+
     # ------------------------------------------------------------------ hidden reductions
 
     def hidden_backward(
@@ -390,7 +395,54 @@ class HiddenCollectives:
         stage's state (whether the operation reduces, whether the stage's first segment is
         done; the last micro-batch matters only through ``reducing``): per segment (operation
         order) its compute before and after the TP overlap's adjustment, TP seconds and
-        reduction, and the runs."""
+        reduction, and the runs. A chunk read off an earlier one of the same phase and stage
+        state takes that plan's rows where :meth:`_gathers_like` allows (``_gather_seen``)."""
+        cls = (id(ch.values_of or ch), phase, reducing, first)
+        seen = self._gather_seen.get(cls)
+        if seen is not None and self.SAME_GATHERS:
+            like = self._gathers_like(s, *seen)
+            if like is not None:
+                return like
+        plan = self._gather_walk(s, ch, phase, reducing, first)
+        if seen is None and plan is not None:
+            self._gather_seen[cls] = (s, plan)
+        return plan
+
+    def _gathers_like(self, s: int, s0: int, plan: GatherPlan) -> GatherPlan | None:
+        """Stage ``s``'s :meth:`_gather_walk` of a chunk whose class stage ``s0`` walked into
+        ``plan`` (the same segments field for field but for their layer ids:
+        :attr:`~perfmodel.parallel.lowering.Chunk.values_of`; the same phase, reduction and
+        first-segment state), where stage ``s`` prices each collective of ``plan``'s specs as
+        ``s0`` did (:meth:`dp_time`); else ``None`` (walked in full).
+
+        Exact: :meth:`_gather_row` reads the stage only through :meth:`dp_time` and
+        :meth:`dp_spec` of its gather's and its reduction's bytes, which ``plan``'s specs hold
+        (every distinct one compared here); the rest is a function of the segment's fields,
+        the lowering's settings and the reduction before. By induction over the walk every
+        row's input and so its row is ``s0``'s, hence the runs; the specs are the ones
+        :meth:`_gather_row` asks :meth:`dp_spec` for on stage ``s`` (the same operation, bytes
+        and kind over the stage's group), with the same TP tails, in the same places."""
+        rows, runs, op, specs = plan
+        mine: dict[int, tuple[CommSpec, CommSpec | None, float]] = {}
+        dp_time, dp_spec = self.dp_time, self.dp_spec
+        for t in specs:  # segments with one row key share one spec triple
+            if id(t) in mine:
+                continue
+            g, r, tail = t
+            for x in (g,) if r is None else (g, r):
+                if dp_time(s, x.op, x.message_bytes) != dp_time(s0, x.op, x.message_bytes):
+                    return None
+            mine[id(t)] = (
+                dp_spec(s, g.op, g.message_bytes, g.kind),
+                None if r is None else dp_spec(s, r.op, r.message_bytes, r.kind),
+                tail,
+            )
+        return rows, runs, op, tuple([mine[id(t)] for t in specs])
+
+    def _gather_walk(
+        self, s: int, ch: Chunk, phase: str, reducing: bool, first: bool
+    ) -> GatherPlan | None:
+        """:meth:`_gather_plan`'s walk over ``ch``'s segments on stage ``s``."""
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         if len(segs) < 3 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
             return None

@@ -98,6 +98,7 @@ class PipelineLowering(
         self._gather_ops: dict[tuple[int, str, bool, bool], GatherPlan | None] = {}
         self._rows: dict[tuple[object, ...], tuple] = {}  # lower_hidden's segment rows
         self._hidden_seen: dict[tuple[int, bool], tuple] = {}  # lower_hidden._hidden_op
+        self._gather_seen: dict[tuple[int, str, bool, bool], tuple] = {}  # _gather_plan
         self._run_memo: dict[tuple[int, int, int, int], tuple] = {}  # lower_hidden._run_sums
         self._fine_memo: dict[tuple[int, int], list] = {}  # lower_hidden._fine_segments
         self._chain_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_static
