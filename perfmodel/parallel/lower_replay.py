@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfmodel.parallel.lower_shortcuts import op_labels
+from perfmodel.parallel.lower_shortcuts import Line, op_labels
 from perfmodel.parallel.schedule import round_robin
 from perfmodel.parallel.taskgraph import (
     CHAIN_MARK,
@@ -84,9 +84,10 @@ Recorded = tuple[
 #: (:meth:`OperationReplay._single`), copied inline by ``run_plain_schedule`` from
 #: :meth:`OperationReplay.single_template` (else by :meth:`OperationReplay.replay_op`'s general
 #: copy, the same task): the task's mutable twin and class, GPU, seconds, ``then_s``, ``over``,
-#: chunk field, the longest compute counted, and the send's ``(seconds, CommSpec)`` (``None``:
-#: none, or one stage).
-Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, Any]
+#: chunk field, the longest compute counted, the send's ``(seconds, CommSpec)`` (``None``:
+#: none, or one stage), and the operation's other operation tasks in a line with the prefetch
+#: anchors it appends (:data:`~perfmodel.parallel.lower_shortcuts.Line`; ``None``: neither).
+Single = tuple[type, type, str, float, tuple[float, ...], Any, int, float | None, Any, Line | None]
 
 
 class OperationReplay:
@@ -98,6 +99,9 @@ class OperationReplay:
     #: Whether ``run_plain_schedule`` emits copies of one task inline (:meth:`single_template`;
     #: ``False``: through :meth:`replay_op`; tests compare both ways).
     INLINE_SINGLES = True
+    #: Whether those inline copies also take recorded operations of several operation tasks
+    #: in a line, or appending prefetch anchors (:meth:`_single`; tests compare both ways).
+    INLINE_LINES = True
     #: Whether a segment whose overlapped TP collective outlasts its compute is one
     #: :class:`~perfmodel.parallel.taskgraph.OverTask` (:meth:`over_op`; tests compare both
     #: ways).
@@ -157,12 +161,12 @@ class OperationReplay:
         if single is None or single[6] != k:  # a copy's chunk field is its chunk's (checked)
             low._single_tpl[key] = False
             return False
-        twin, cls, gpu, dur, then, over, _, cmax, send = single
+        twin, cls, gpu, dur, then, over, _, cmax, send, line = single
         _, _, _, merged, coarse, _, _ = rec
         sends = k < low.K - 1 if fwd else k > 0
         labels = op_labels("F" if fwd else "B", k // low.P if low.V > 1 else -1, low.m)
         out = (gpu, dur, then, sends, send, labels, twin, cls, over,
-               -1.0 if cmax is None else cmax, merged, coarse)  # fmt: skip
+               -1.0 if cmax is None else cmax, merged, coarse, line)  # fmt: skip
         low._single_tpl[key] = out
         return out
 
@@ -370,20 +374,44 @@ class OperationReplay:
         micro-batch, waiting on each of its ``n_ext`` inputs once and appending no anchor;
         else ``None``. Megatron-Core's GPT-3 175B forwards whose first segment's TP all-reduce
         outlasts its compute (one ``OverTask`` extended by the other segments: 608 of the
-        1,248 operations of the dp2 tp32 pp16 plan's short schedule)."""
+        1,248 operations of the dp2 tp32 pp16 plan's short schedule).
+
+        With :attr:`INLINE_LINES`, also where that task is followed by operation tasks in a
+        line (each waiting on the one before only, the same fields but seconds and
+        ``then_s``, the last the one ``x`` names), or the operation appends prefetch anchors
+        (its tasks' ends, ``tid + HEAD``): pipelined FSDP2's forwards of a chunk while a later
+        chunk's gathers are still to come (``op_task`` keeps each segment's compute apart as an
+        anchor), 224 of the 3,072 operations of GPT-3 175B dp4 tp16 pp16 interleaved, three
+        or four tasks each. The line's tasks are :data:`~perfmodel.parallel.lower_shortcuts.
+        Line`; ``run_plain_schedule`` emits the first as a one-task copy and
+        ``LoweringShortcuts.line_rest`` the rest with the general copy's fields (each waits on
+        the one before: ``GraphBuilder.add`` cleans one id to itself), the send folded into the
+        last (``fold_send`` reads its task ``x``; the longest compute counted before the fold,
+        as here) and the anchors appended: the same tasks and state."""
         low: Any = self
-        if len(tpl) != 1 or x != 0 or anchors:
+        n = len(tpl)
+        if x != n - 1 or ((n > 1 or anchors) and not self.INLINE_LINES):
             return None
         kind, dev, stream, dur, deps, lab, mbf, chunk, comm, then, over = tpl[0]
         if kind is not _COMPUTE or stream != "compute" or comm is not None or then is None:
             return None
         if lab != 0 or mbf is not None or deps != tuple((False, j, 0) for j in range(n_ext)):
             return None
+        rest = []
+        for i, (kind_i, dev_i, stream_i, dur_i, deps_i, lab_i, mbf_i, chunk_i, comm_i, then_i,
+                over_i) in enumerate(tpl[1:]):  # fmt: skip
+            if (kind_i is not _COMPUTE or dev_i != dev or stream_i != "compute" or comm_i
+                    is not None or then_i is None or over_i is not None or over is not None
+                    or lab_i != 0 or mbf_i is not None or chunk_i != k
+                    or deps_i != ((True, i, 0),)):  # fmt: skip
+                return None
+            rest.append((dur_i, then_i))
         # fold_send folds into an OverTask only once a later segment extended it; one of one
         # piece refused the recorded operation's send, so its stream's sends are tasks since
         # (``_send_exact`` never returns to True) and no copy of it reaches a fold
         twin, cls = (_OpTaskTwin, OpTask) if over is None else (_OverTaskTwin, OverTask)
-        return twin, cls, dev, dur, then, over, chunk, cmax, low.op_send(k, fwd)
+        line = (tuple(rest), anchors) if n > 1 or anchors else None
+        return twin, cls, dev, dur, then, over, chunk, cmax, low.op_send(k, fwd), line
 
     # ------------------------------------------------------------------ exposed TP tails
 

@@ -283,6 +283,50 @@ def test_inline_single_copies_match_gpt3(monkeypatch: pytest.MonkeyPatch, idx: i
     assert used > 0 and copied % 1_000 == 0 and copied > 50_000
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(pp=4, dp=2, tp=1, schedule="interleaved", interleave=2),
+        dict(pp=4, dp=4, tp=2, nodes=4, schedule="interleaved", interleave=2, microbatch=2),
+    ],
+)
+def test_inline_line_copies_match(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
+    """Pipelined FSDP2, interleaved: a chunk's forwards while a later chunk's gathers are still
+    to come on the stage are several operation tasks each (every segment's compute a prefetch
+    anchor: ``op_task``), copied inline by the plain loop (``OperationReplay._single``'s lines,
+    ``INLINE_LINES``; ``LoweringShortcuts.line_rest``): the same graph and state as through
+    ``replay_op``'s general copy and as the per-operation path. Lines were copied with them on
+    (some with a folded send moved to their last task), none with them off."""
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    lines, moved = [0], [0]
+    orig = LoweringShortcuts.line_rest
+
+    def spy(self, s, j, first, line):  # type: ignore[no-untyped-def]
+        lines[0] += 1
+        moved[0] += first.send is not None and len(line[0]) > 0
+        return orig(self, s, j, first, line)
+
+    monkeypatch.setattr(LoweringShortcuts, "line_rest", spy)
+    sc = gpt_scenario(model_args={**GPT, "layers": 16}, global_batch=128, software="fsdp", **kw)
+    made = {True: 0, False: 0}
+    for inp, costs, owt, m, chunks in _lowerings(sc, monkeypatch):
+        out = []
+        for on in (True, False):
+            with monkeypatch.context() as mp:
+                mp.setattr(OperationReplay, "INLINE_LINES", on)
+                n0 = lines[0]
+                low = lp.PipelineLowering(
+                    inp, costs, one_weird_trick=owt, microbatches=m, chunks=chunks,
+                    coarse=True, hidden=True,
+                )  # fmt: skip
+                out.append((_whole(low.graph()), _state(low)))
+                made[on] += lines[0] - n0
+        assert out[0] == out[1]
+    assert made[True] > 0 and made[False] == 0 and moved[0] > 0
+    assert _check(sc, monkeypatch) > 0
+
+
 def test_unfolded_sends_match(monkeypatch: pytest.MonkeyPatch) -> None:
     """A step where some pipeline sends are not folded (after the last micro-batch's
     backward, which reduces its gradients and is not one operation task, every later send on
