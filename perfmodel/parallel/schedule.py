@@ -333,6 +333,8 @@ def _moments_jumping(
             record()
         live[c] -= 1
         # the backwards up to the run's last, the step's last or the next edge record nothing
+        # (the cool-down's edges, first and one past last backwards, fall on run starts, so
+        # the edge bound never binds; it keeps a jump from crossing one if that changes)
         to = min((j // p) * p + p - 1, n - 1, nxt - n)
         if to > j + 1:
             live[c] -= to - j - 1

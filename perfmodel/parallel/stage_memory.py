@@ -140,7 +140,7 @@ def stage_memory(
     recipe: Recipe | None = None,
     tied_params: float = 0.0,
     moments: Sequence[tuple[ChunkState, ...]] | None = None,
-    microbatches: int = 0,
+    microbatches: int | None = None,
 ) -> PlanMemory:
     """Per-GPU memory of one pipeline stage, a sum of parts.
 
@@ -364,7 +364,7 @@ def _moment_peak(
     rc: Recipe,
     tied_params: float,
     act_b: float,
-    m: int,
+    m: int | None,
 ) -> tuple[float, float]:
     """The stage's activations and, under pipelined FSDP2, its gathered weights with its
     unsharded gradients (bytes) at the schedule moment where their sum peaks.
@@ -418,12 +418,14 @@ def _moment_peak(
     of one chunk's backwards too (final20e's brute force over every operation's state).
 
     ``act_b``: bytes per activation element (the outputs'); ``m``: the step's micro-batches
-    (read under FSDP2 only). Returns ``(activations, gathered)``, the first with the kept
+    (read under FSDP2 only, where ``None`` is refused: no default count is right). Returns ``(activations, gathered)``, the first with the kept
     outputs and the receive buffers (:func:`moments_peak`).
     """
     n = len(chunks)
     outs, gat, red, recv = [0.0] * n, [0.0] * n, [0.0] * n, [(0.0, 0.0)] * n
     if rc.gather_per_step:
+        if m is None:
+            raise TypeError("stage_memory: pipelined FSDP2 moments need the step's microbatches")
         outs = [chunk_output_bytes(c, act_b) for c in chunks]
         recv = [receive_buffer_bytes(c, act_b, o) for c, o in zip(chunks, outs, strict=True)]
         params = [float(c.params) for c in chunks]

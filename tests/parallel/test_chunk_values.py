@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hidden_recording import BASE, GPT3  # the small GPT, GPT-3 175B
 
 import perfmodel.api as api
 import perfmodel.parallel.lower_pipeline as lower_pipeline
@@ -17,7 +18,6 @@ import perfmodel.parallel.lower_shortcuts as shortcuts
 import perfmodel.parallel.lowering as lowering
 from perfmodel.api import Scenario, predict
 from perfmodel.parallel.lower_pipeline import PipelineLowering
-from tests.parallel.test_hidden_same_rows import BASE, GPT3  # the small GPT, GPT-3 175B
 
 TWO = dict(nodes=2, gpus=16)
 

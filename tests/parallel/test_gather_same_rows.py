@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hidden_recording import BASE, GPT, GPT3, run_recording
 from report_compare import ZERO3_LIFTED
-from test_hidden_same_rows import BASE, GPT, GPT3, run_recording
 
 from perfmodel.api import Scenario
 from perfmodel.ops import CollectiveOp

@@ -9,32 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hidden_recording import BASE, GPT3, run_recording
 
-import perfmodel.api as api
-import perfmodel.parallel.lower_shortcuts as shortcuts
-import perfmodel.parallel.lowering as lowering
-from perfmodel.api import Scenario, predict
-from perfmodel.parallel.lower_hidden import HiddenCollectives
+from perfmodel.api import Scenario
 from perfmodel.parallel.lower_pipeline import PipelineLowering
-
-GPT = {"layers": 16, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 32000}
-BASE: dict[str, Any] = dict(
-    system="dgx-a100",
-    model="gpt",
-    model_args=GPT,
-    precision="bf16",
-    optimizer="adam",
-    fidelity="analytic",
-    microbatch=1,
-    global_batch=64,
-)
-GPT3 = dict(
-    model_args={"hidden": 12288, "heads": 96, "layers": 96, "seq_len": 2048},
-    nodes=128,
-    gpus=1024,
-    global_batch=1536,
-    precision="fp16",
-)
 
 #: name -> (scenario overrides, whether a chunk takes an earlier chunk's summary)
 CASES: dict[str, tuple[dict, bool]] = {
@@ -69,44 +47,6 @@ def _run(sc: Scenario, monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[Any, 
     """The report, the summaries :meth:`_hidden_op` gave (per call: stage, last micro-batch,
     summary) and what :meth:`_same_rows` answered, chunks built afresh."""
     return run_recording(sc, monkeypatch, ("SAME_ROWS", on), "_hidden_op", "_same_rows")
-
-
-def run_recording(
-    sc: Scenario, monkeypatch: pytest.MonkeyPatch, switch: tuple[str, bool], outer: str,
-    inner: str,
-) -> tuple[Any, list, list]:  # fmt: skip
-    """``sc``'s report with :class:`HiddenCollectives` switch ``switch`` (name, value) set,
-    chunks built afresh; each call of the method ``outer`` (a stage and a chunk, then more
-    arguments: the stage, the arguments after the chunk and its answer) and whether each call
-    of ``inner`` answered (``True``, or not ``None``)."""
-    calls: list[Any] = []
-    answers: list[bool] = []
-    f, g = getattr(HiddenCollectives, outer), getattr(HiddenCollectives, inner)
-
-    def record_outer(self, s, ch, *a):  # type: ignore[no-untyped-def]
-        calls.append((s, *a, f(self, s, ch, *a)))
-        return calls[-1][-1]
-
-    def record_inner(self, *a):  # type: ignore[no-untyped-def]
-        out = g(self, *a)
-        answers.append(out is not None and out is not False)
-        return out
-
-    with monkeypatch.context() as m:
-        m.setattr(HiddenCollectives, switch[0], switch[1])
-        m.setattr(PipelineLowering, outer, record_outer)
-        m.setattr(PipelineLowering, inner, record_inner)
-        report = predict_afresh(sc, m)
-    return report, calls, answers
-
-
-def predict_afresh(sc: Scenario, m: pytest.MonkeyPatch) -> Any:
-    """``sc``'s report with no chunk or report of another test (``m``: a monkeypatch context
-    the caller undoes)."""
-    m.setattr(shortcuts, "_SHARED_CHUNKS", {})
-    m.setattr(lowering, "_CHUNKS", {})
-    m.setattr(api, "_REPORTS", {})
-    return predict(sc, baseline=False)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

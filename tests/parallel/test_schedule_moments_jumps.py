@@ -9,11 +9,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from pipelined_lowerings import lowering, torchtitan
 
 from perfmodel.errors import InfeasiblePlanError
 from perfmodel.parallel import schedule
 from perfmodel.parallel.plan import PipelineSchedule
-from tests.parallel.test_stage_memory_schedule import _lowering, _torchtitan
 
 
 def _both(sched: PipelineSchedule, p: int, m: int, stage: int, v: int, windows: bool) -> None:
@@ -57,11 +57,11 @@ def test_switch_gives_the_same_stage_memory(kind: str, monkeypatch: pytest.Monke
     def memory() -> tuple:
         schedule.chunk_moments.cache_clear()
         if kind == "megatron-core":
-            low = _lowering(global_batch=64)
+            low = lowering(global_batch=64)
         elif kind == "torchtitan":
-            low = _torchtitan(global_batch=64)
+            low = torchtitan(global_batch=64)
         else:
-            low = _torchtitan(interleave=1, schedule="1f1b", global_batch=64)
+            low = torchtitan(interleave=1, schedule="1f1b", global_batch=64)
         return low.memory()
 
     monkeypatch.setattr(schedule, "JUMPS", False)

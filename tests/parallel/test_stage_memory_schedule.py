@@ -16,16 +16,15 @@
 from __future__ import annotations
 
 import pytest
+from pipelined_lowerings import SMALL, lowering, torchtitan
 
-from perfmodel.api import Scenario, resolve
+import perfmodel.parallel.lower_pipeline as lower_pipeline
 from perfmodel.dtypes import Precision
-from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.lowering import _elements
 from perfmodel.parallel.plan import PipelineSchedule
 from perfmodel.parallel.schedule import chunk_moments, stage_ops
 from perfmodel.parallel.stack_choices import CrossEntropy
-from perfmodel.parallel.stage_memory import moments_peak
-from perfmodel.pipeline.lower import _step_inputs
+from perfmodel.parallel.stage_memory import moments_peak, stage_memory
 from perfmodel.workload.layers import LayerKind
 from perfmodel.workload.memory import (
     CUDA_CONTEXT_BYTES,
@@ -33,19 +32,6 @@ from perfmodel.workload.memory import (
     LIBRARY_WORKSPACE_BYTES,
     full_recompute_bytes,
 )
-
-SMALL = {"layers": 8, "hidden": 1024, "heads": 16, "seq_len": 1024}
-
-
-def _lowering(**kw: object) -> PipelineLowering:
-    base: dict = dict(system="dgx-h100", gpus=8, model="gpt", model_args=SMALL, global_batch=32,
-                      microbatch=2, tp=2, pp=4, interleave=2, schedule="interleaved",
-                      precision="bf16", optimizer="adam", software="megatron-core",
-                      recompute="full", fidelity="analytic")  # fmt: skip
-    base.update(kw)
-    sc = Scenario(**base)
-    inp, costs, _ = _step_inputs(sc, resolve(sc), None)
-    return PipelineLowering(inp, costs)
 
 
 def test_last_interleaved_stage_moments_by_hand() -> None:
@@ -65,7 +51,7 @@ def test_each_chunk_counts_its_own_in_flight() -> None:
     ``max(4 k0 + k1, 5 k0) + w`` (``k_c`` the kept bytes of one micro-batch of chunk ``c``,
     ``w`` the largest recompute working set), where main20 counted ``5 (k0 + k1) / 2 + w``;
     the last chunk holds the LM head and loss, so ``k1 > k0``."""
-    low = _lowering()
+    low = lowering()
     P = 4
     mine = [low.chunks[c * P + P - 1] for c in range(2)]
     parts = [full_recompute_bytes(c.layers, Precision.BF16) for c in mine]
@@ -147,14 +133,6 @@ def test_moments_written_out() -> None:
     assert chunk_moments(PipelineSchedule.INTERLEAVED, 2, 2, 1, 2) == HAND
 
 
-def _torchtitan(**kw: object) -> PipelineLowering:
-    """A small Llama under torchtitan on 8 GPUs: FSDP2 4 x pp 2 (v 2), 2 micro-batches."""
-    args = {**SMALL, "kv_heads": 4, "ffn_hidden": 2816, "vocab": 32000}
-    base: dict = dict(model="llama", model_args=args, software="torchtitan", tp=1, pp=2,
-                      global_batch=16, microbatch=2)  # fmt: skip
-    return _lowering(**{**base, **kw})
-
-
 @pytest.mark.parametrize("model", ["llama", "gpt"])
 def test_fsdp2_pipelined_windows_and_kept_outputs(model: str) -> None:
     """torchtitan, FSDP2 4 x pp 2 x v 2, 2 micro-batches per step: the last stage's
@@ -162,7 +140,7 @@ def test_fsdp2_pipelined_windows_and_kept_outputs(model: str) -> None:
     moments of ``sum_c live_c k_c + done_c o_c + w + gathered_c P_c a + grads_c P_c r``
     (``o_c`` the chunk's output: chunk 1's the LM head's bf16 logits). GPT ties its word
     embedding: the last chunk holds the tied copy too (``P_1`` + ``tied``)."""
-    low = _torchtitan() if model == "llama" else _torchtitan(model="gpt", model_args=SMALL)
+    low = torchtitan() if model == "llama" else torchtitan(model="gpt", model_args=SMALL)
     assert (low.tied[1] > 0) is (model == "gpt")
     rc = low.rc
     assert rc.gather_per_step and rc.cross_entropy is CrossEntropy.EAGER_FP32
@@ -217,7 +195,7 @@ def test_fsdp2_one_f_one_b_last_stage_keeps_every_output() -> None:
     so its activations are ``k + w + 4 o`` (main20: ``k + w``), and (mem30c) the 3 receive
     buffers of the micro-batches not in flight and the 3 finished backwards' input gradients
     (``.grad``), 4 MiB each (:mod:`tests.parallel.test_stage_receive_buffers`)."""
-    low = _torchtitan(interleave=1, schedule="1f1b", global_batch=32)
+    low = torchtitan(interleave=1, schedule="1f1b", global_batch=32)
     assert low.m == 4
     last = low.chunks[-1]
     k, w = full_recompute_bytes(last.layers, Precision.BF16)
@@ -230,8 +208,8 @@ def test_fsdp2_one_f_one_b_last_stage_keeps_every_output() -> None:
 def test_loss_parallel_under_tp() -> None:
     """torchtitan with tp 2 computes the loss with loss parallel: its backward transient is
     three FP32 logits-sized (vocabulary-sharded) tensors, ``eager-fp32``'s two."""
-    tp2 = _torchtitan(tp=2, gpus=8)
-    tp1 = _torchtitan()
+    tp2 = torchtitan(tp=2, gpus=8)
+    tp1 = torchtitan()
     assert tp2.rc.cross_entropy is CrossEntropy.LOSS_PARALLEL
     assert tp1.rc.cross_entropy is CrossEntropy.EAGER_FP32
     layers = tp2.chunks[-1].layers
@@ -274,3 +252,21 @@ def test_kept_moments_hold_the_peak_of_one_block_chunks(schedule, p: int, m: int
             assert sum(moments_peak(kept, m, 0.0, *sizes)) == pytest.approx(
                 sum(moments_peak(every, m, 0.0, *sizes)), rel=1e-12
             )
+
+
+def test_fsdp2_moments_without_the_step_micro_batches_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pipelined FSDP2's receive buffers and kept ``.grad`` count the step's micro-batches, so a
+    caller that gives moments but no ``microbatches`` is refused (rev33: a default of 0 silently
+    dropped 0.1 GB on this stage), where the lowering's own call passes them."""
+    low = torchtitan()
+    low.memory()  # passes the step's micro-batches
+
+    def forgetful(chunks, **kw):  # type: ignore[no-untyped-def]
+        kw.pop("microbatches")
+        return stage_memory(chunks, **kw)
+
+    monkeypatch.setattr(lower_pipeline, "stage_memory", forgetful)
+    with pytest.raises(TypeError, match="microbatches"):
+        low.memory()
