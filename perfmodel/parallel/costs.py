@@ -22,7 +22,7 @@ from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.hop_routes import templated_factor
-from perfmodel.parallel.nic_tables import _near_nic_sets, _nics_per_server
+from perfmodel.parallel.nic_tables import near_nic_sets, nics_per_server
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
 from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
@@ -777,6 +777,8 @@ def _parallel_blocks(
     if first != list(chain.from_iterable(repeat(s, k) for s in servers)):
         return None
     c = sym.cls.get(servers[0])
+    # one class: the catalogue's clusters copy server 0 (no test reaches a mixed one), but a
+    # user's imported cluster may mix servers, whose tables the cut would not read
     if c is None or len(set(servers)) < len(servers) or any(sym.cls.get(s) != c for s in servers):
         return None
     ids = tuple(lids[g * n : g * n + k] for g in range(count))
@@ -927,11 +929,11 @@ def _nic_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
     Two tensor-parallel siblings of 4 GPUs per server over the same 4 NICs: x2, as the ring
     routes of a small cluster give. 1.0 with one NIC per GPU and no sharing.
     """
-    near = _near_nic_sets(topology)
+    near = near_nic_sets(topology)
     sym = server_symmetry(topology)  # node -> server and local id tables (as the graph's)
     server, local_id = sym.server, sym.local_id
     exit_set = {lid: v[0] for lid, v in near.items()}  # a GPU's nearest NICs, by local id
-    nics_per_server = _nics_per_server(topology)
+    nic_count = nics_per_server(topology)
     b_gpu_of = {lid: v[1] for lid, v in near.items()}
     b_nic_of = {n: v[2] for v in near.values() for n in v[0]}
 
@@ -969,7 +971,7 @@ def _nic_sharing_factor(topology: Topology, groups: tuple[tuple[str, ...], ...])
             share = 1.0 / len(nics)
             shared = min(uplinks, sum(b_nic_of[n] * share / load[(srv, n)] for n in nics))
         else:  # no NIC information: one NIC per flow at most, as many as the server has
-            k = max(nics_per_server.get(srv, 1), 1)
+            k = max(nic_count.get(srv, 1), 1)
             alone, shared = min(1.0, k), min(1.0, k / bare[srv])
         worst = max(worst, alone / shared)
     return worst

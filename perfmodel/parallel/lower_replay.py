@@ -52,6 +52,8 @@ from typing import Any
 from perfmodel.parallel.lower_shortcuts import Line, op_labels
 from perfmodel.parallel.schedule import round_robin
 from perfmodel.parallel.taskgraph import (
+    _S_SEND,
+    _S_SEND_S,
     CHAIN_MARK,
     SENT,
     ChainTask,
@@ -384,7 +386,7 @@ class OperationReplay:
         anchor), 224 of the 3,072 operations of GPT-3 175B dp4 tp16 pp16 interleaved, three
         or four tasks each. The line's tasks are :data:`~perfmodel.parallel.lower_shortcuts.
         Line`; ``run_plain_schedule`` emits the first as a one-task copy and
-        ``LoweringShortcuts.line_rest`` the rest with the general copy's fields (each waits on
+        :meth:`line_rest` the rest with the general copy's fields (each waits on
         the one before: ``GraphBuilder.add`` cleans one id to itself), the send folded into the
         last (``fold_send`` reads its task ``x``; the longest compute counted before the fold,
         as here) and the anchors appended: the same tasks and state."""
@@ -414,6 +416,48 @@ class OperationReplay:
         return twin, cls, dev, dur, then, over, chunk, cmax, low.op_send(k, fwd), line
 
     # ------------------------------------------------------------------ exposed TP tails
+
+    def line_rest(self, s: int, j: int, first: OpTask, line: Line) -> int:
+        """After ``first``, the first task of a copied operation that ``run_plain_schedule``
+        emitted on stage ``s``, the operation's other tasks of ``line`` (:data:`Line`, from
+        :meth:`single_template`) as ``replay_op``'s general copy emits
+        them (``GraphBuilder.add``'s fields: each waits on the one before, the first's label,
+        micro-batch and chunk), the send folded into ``first`` moved to the last (which
+        ``fold_send`` folds it into: the loop decided the fold before the tasks were made, and
+        ``replay_op`` counts the operation's computes, their longest, before its send
+        either way), and the prefetch anchors appended; returns the last task's id (what the
+        next operation and an unfolded send wait on). ``j``: the send's stream (0 forward)."""
+        low: Any = self
+        tasks, x = low.b.tasks, first.tid
+        dev, label, mb, k = first.device, first.label, first.microbatch, first.chunk
+        for dur, then in line[0]:  # GraphBuilder.add's stores (its one-id deps: (x,))
+            task = _new_task(_OpTaskTwin)
+            task.then_s = then
+            task.send_s = 0.0
+            task.send = None
+            task.tid = x + 1
+            task.kind = TaskKind.COMPUTE
+            task.device = dev
+            task.stream = "compute"
+            task.duration_s = dur  # a recorded task's: a float
+            task.deps = (x,)
+            task.label = label
+            task.microbatch = mb
+            task.chunk = k
+            task.comm = None
+            task.__class__ = OpTask
+            tasks.append(task)
+            x += 1
+        if first.send is not None and x != first.tid:
+            last = tasks[x]
+            _S_SEND_S(last, first.send_s)
+            _S_SEND(last, first.send)
+            _S_SEND_S(first, 0.0)
+            _S_SEND(first, None)
+            low._send_last[s][j] = x
+        if line[1]:
+            low.gather_hist[s].extend(first.tid + a for a in line[1])
+        return x
 
     def over_op(
         self,

@@ -134,7 +134,7 @@ PlainTemplate = tuple[
 #: A recorded operation's operation tasks after its first, in a line (each waiting on the one
 #: before only), as ``(seconds, then_s)``, and the prefetch anchors it appends to
 #: ``gather_hist`` (offsets from its first task's id, ``HEAD``-encoded):
-#: :meth:`LoweringShortcuts.line_rest` emits them.
+#: :meth:`lower_replay.OperationReplay.line_rest` emits them.
 Line = tuple[tuple[tuple[float, tuple[float, ...]], ...], tuple[int, ...]]
 
 
@@ -903,7 +903,7 @@ class LoweringShortcuts:
                     dset.add(gpu)
                     b.devices.append(gpu)
                 if line is not None:  # a copy of several tasks: the rest, the send on the last
-                    tid = self.line_rest(s, j, task, line)
+                    tid = self.line_rest(s, j, task, line)  # type: ignore[attr-defined]
                 last[s] = tid
                 out = tid
                 merged += m_add
@@ -924,47 +924,6 @@ class LoweringShortcuts:
             pos[s] = i
         self.op_merged += merged
         self.coarsened += coarse
-
-    def line_rest(self, s: int, j: int, first: OpTask, line: Line) -> int:
-        """After ``first``, the first task of a copied operation that :meth:`run_plain_schedule`
-        emitted on stage ``s``, the operation's other tasks of ``line`` (:data:`Line`, from
-        ``lower_replay.OperationReplay.single_template``) as ``replay_op``'s general copy emits
-        them (``GraphBuilder.add``'s fields: each waits on the one before, the first's label,
-        micro-batch and chunk), the send folded into ``first`` moved to the last (which
-        ``fold_send`` folds it into: the loop decided the fold before the tasks were made, and
-        ``replay_op`` counts the operation's computes, their longest, before its send
-        either way), and the prefetch anchors appended; returns the last task's id (what the
-        next operation and an unfolded send wait on). ``j``: the send's stream (0 forward)."""
-        tasks, x = self.b.tasks, first.tid
-        dev, label, mb, k = first.device, first.label, first.microbatch, first.chunk
-        for dur, then in line[0]:  # GraphBuilder.add's stores (its one-id deps: (x,))
-            task = _new_task(_OpTaskTwin)
-            task.then_s = then
-            task.send_s = 0.0
-            task.send = None
-            task.tid = x + 1
-            task.kind = TaskKind.COMPUTE
-            task.device = dev
-            task.stream = "compute"
-            task.duration_s = dur  # a recorded task's: a float
-            task.deps = (x,)
-            task.label = label
-            task.microbatch = mb
-            task.chunk = k
-            task.comm = None
-            task.__class__ = OpTask
-            tasks.append(task)
-            x += 1
-        if first.send is not None and x != first.tid:
-            last = self.b.tasks[x]
-            _S_SEND_S(last, first.send_s)
-            _S_SEND(last, first.send)
-            _S_SEND_S(first, 0.0)
-            _S_SEND(first, None)
-            self._send_last[s][j] = x
-        if line[1]:
-            self.gather_hist[s].extend(first.tid + a for a in line[1])
-        return x
 
     def op_send(self, k: int, fwd: bool) -> tuple[float, CommSpec] | None:
         """``(seconds, CommSpec)`` of the pipeline send ``send`` emits after the operation

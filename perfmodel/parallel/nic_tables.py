@@ -1,7 +1,8 @@
 """Per-server NIC tables of a cluster that the server-level sharing factor reads
-(:func:`perfmodel.parallel.costs._nic_sharing_factor`): each GPU local id's nearest fabric NICs
-with the GPU-to-NIC and NIC port goodputs, and each server's NIC count; read off the first
-server where the cluster's servers are copies (no whole-graph pass)."""
+(:func:`perfmodel.parallel.costs._nic_sharing_factor`): each GPU local id's nearest fabric
+NICs with the GPU-to-NIC and NIC port goodputs, and each server's NIC count; read off the first
+server where the cluster's servers are copies (no whole-graph pass). Topology facts that only
+that factor reads, apart from ``costs`` to keep it under 1,000 lines (session 21)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from perfmodel.topology.routing import path_edges
 
 
 @lru_cache(maxsize=64)
-def _near_nic_sets(topology: Topology) -> dict[str, tuple[tuple[str, ...], float, float]]:
+def near_nic_sets(topology: Topology) -> dict[str, tuple[tuple[str, ...], float, float]]:
     """Per GPU local id (first server; cluster servers are identical): the local ids of the
     fabric NICs at the smallest hop distance, the GPU -> NIC route's goodput and the NIC's
     fabric port goodput (bytes/s)."""
@@ -58,7 +59,10 @@ def _near_nic_sets(topology: Topology) -> dict[str, tuple[tuple[str, ...], float
 
 
 @lru_cache(maxsize=64)
-def _nics_per_server(topology: Topology) -> dict[int, int]:
+def nics_per_server(topology: Topology) -> dict[int, int]:
+    """Fabric and host NICs per server index (servers without one are absent): counted on
+    server 0 and given to every server where the cluster's servers are copies of it, else
+    counted over the whole graph."""
     out: dict[int, int] = {}
     p = topology.pattern
     if p is not None and p.describes(topology):  # copies of server 0 (no whole-graph pass)

@@ -9,7 +9,7 @@ import random
 import pytest
 from per_group_reads import server_indices, servers_and_lids
 
-from perfmodel.parallel import costs
+from perfmodel.parallel import costs, nic_tables
 from perfmodel.topology import load_system
 
 TOPO = load_system("dgx-a100", nodes=128)
@@ -24,7 +24,7 @@ def test_two_gpus_per_nic_pair() -> None:
     """GPUs 0 and 1 reach the same two HDR NICs: group 0 alone sends one flow per server
     through them, ``min(b_gpu, 2 b_nic)`` = the GPU's PCIe link; beside group 1, two flows
     share ``2 b_nic``: factor ``b_gpu / b_nic`` (25.84 / 23.0 GB/s = 1.1233)."""
-    near = costs._near_nic_sets(TOPO)
+    near = nic_tables.near_nic_sets(TOPO)
     nics, b_gpu, b_nic = near["gpu0"]
     assert near["gpu1"][0] == nics and len(nics) == 2 and b_gpu < 2 * b_nic
     groups = _dp(3, 4, 32, (0, 1, 2, 3))
@@ -44,7 +44,7 @@ def test_own_nic_pairs_do_not_share() -> None:
     )
     assert costs._nic_sharing_factor(TOPO, pairs) == 1.0
     mixed = (pairs[0], tuple(TOPO.gpus[s * GPN + 1] for s in range(0, 64, 2)))
-    near = costs._near_nic_sets(TOPO)
+    near = nic_tables.near_nic_sets(TOPO)
     b_gpu, b_nic = near["gpu0"][1], near["gpu0"][2]
     assert costs._nic_sharing_factor(TOPO, mixed) == min(2 * b_gpu, 2 * b_nic) / b_nic == 2.0
 
@@ -53,7 +53,7 @@ def test_nic_shape_memo_misses_other_shapes() -> None:
     """Through the shape memo (:func:`costs._nic_shape`): translates and reorderings of the
     servers share one factor; other local ids (other NIC sets) or another server pattern
     (two GPUs per server on one ring) miss and get their own factor."""
-    near = costs._near_nic_sets(TOPO)
+    near = nic_tables.near_nic_sets(TOPO)
     shared = near["gpu0"][1] / near["gpu0"][2]
     a = _dp(1, 4, 32, (0, 1, 2, 3))
     b = _dp(2, 4, 32, (0, 1, 2, 3))

@@ -294,20 +294,20 @@ def test_inline_line_copies_match(monkeypatch: pytest.MonkeyPatch, kw: dict) -> 
     """Pipelined FSDP2, interleaved: a chunk's forwards while a later chunk's gathers are still
     to come on the stage are several operation tasks each (every segment's compute a prefetch
     anchor: ``op_task``), copied inline by the plain loop (``OperationReplay._single``'s lines,
-    ``INLINE_LINES``; ``LoweringShortcuts.line_rest``): the same graph and state as through
+    ``INLINE_LINES``; ``OperationReplay.line_rest``): the same graph and state as through
     ``replay_op``'s general copy and as the per-operation path. Lines were copied with them on
     (some with a folded send moved to their last task), none with them off."""
     from perfmodel.parallel.lower_replay import OperationReplay
 
     lines, moved = [0], [0]
-    orig = LoweringShortcuts.line_rest
+    orig = OperationReplay.line_rest
 
     def spy(self, s, j, first, line):  # type: ignore[no-untyped-def]
         lines[0] += 1
         moved[0] += first.send is not None and len(line[0]) > 0
         return orig(self, s, j, first, line)
 
-    monkeypatch.setattr(LoweringShortcuts, "line_rest", spy)
+    monkeypatch.setattr(OperationReplay, "line_rest", spy)
     sc = gpt_scenario(model_args={**GPT, "layers": 16}, global_batch=128, software="fsdp", **kw)
     made = {True: 0, False: 0}
     for inp, costs, owt, m, chunks in _lowerings(sc, monkeypatch):
