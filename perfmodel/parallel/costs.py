@@ -22,8 +22,8 @@ from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError, TopologyError
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.hop_routes import templated_factor
-from perfmodel.parallel.nic_tables import near_nic_sets, nics_per_server
 from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
+from perfmodel.topology.nic_tables import near_nic_sets, nics_per_server
 from perfmodel.topology.routing import path_edges, path_latency, shorter_than_third_server
 from perfmodel.topology.symmetry import ServerSymmetry, server_symmetry
 from perfmodel.workload.layers import LayerCost, LayerKind
@@ -778,7 +778,9 @@ def _parallel_blocks(
         return None
     c = sym.cls.get(servers[0])
     # one class: the catalogue's clusters copy server 0 (no test reaches a mixed one), but a
-    # user's imported cluster may mix servers, whose tables the cut would not read
+    # user's imported cluster may mix servers, whose tables the cut would not read; distinct
+    # servers: unreachable past the local-id check below (a repeat would repeat a GPU), kept
+    # as the statement of what a parallel ring is
     if c is None or len(set(servers)) < len(servers) or any(sym.cls.get(s) != c for s in servers):
         return None
     ids = tuple(lids[g * n : g * n + k] for g in range(count))

@@ -31,6 +31,13 @@ the operation's computes are counted (:meth:`compute_emitted`, their longest). T
 in the same order and the same state: ``tests/parallel/test_plain_loop.py`` compares the
 graph with the per-operation lowering's.
 
+**Lines of operation tasks.** An operation of several operation tasks in a line (each waiting
+on the one before only; pipelined FSDP2's forwards of a chunk while a later chunk's gathers are
+to come, each segment's compute a prefetch anchor) is copied inline too (``INLINE_LINES``):
+``run_plain_schedule`` emits its first task as a one-task copy and
+:meth:`OperationReplay.line_rest` the rest, with ``GraphBuilder.add``'s fields, the folded send
+moved to the last task and the anchors appended (the proof: :meth:`OperationReplay._single`).
+
 **Inline gather chains.** The module also holds the ZeRO-3/FSDP loop: where every operation
 of the step may be a gather chain (:meth:`OperationReplay.init_chain_ops`), ``run_schedule``'s
 round robin runs as :meth:`OperationReplay.run_chain_schedule`, each operation ``forward`` /
@@ -373,10 +380,11 @@ class OperationReplay:
         """:data:`Single` of a recorded operation (``tpl``, the task the next operation waits
         on ``x``) where it is one operation task (or :class:`~perfmodel.parallel.taskgraph.
         OverTask`) on the compute stream, labelled as the operation, of the operation's
-        micro-batch, waiting on each of its ``n_ext`` inputs once and appending no anchor;
-        else ``None``. Megatron-Core's GPT-3 175B forwards whose first segment's TP all-reduce
-        outlasts its compute (one ``OverTask`` extended by the other segments: 608 of the
-        1,248 operations of the dp2 tp32 pp16 plan's short schedule).
+        micro-batch, waiting on each of its ``n_ext`` inputs once and (but with
+        :attr:`INLINE_LINES`, below) appending no anchor; else ``None``. Megatron-Core's GPT-3
+        175B forwards whose first segment's TP all-reduce outlasts its compute (one
+        ``OverTask`` extended by the other segments: 608 of the 1,248 operations of the dp2
+        tp32 pp16 plan's short schedule).
 
         With :attr:`INLINE_LINES`, also where that task is followed by operation tasks in a
         line (each waiting on the one before only, the same fields but seconds and
@@ -399,11 +407,13 @@ class OperationReplay:
             return None
         if lab != 0 or mbf is not None or deps != tuple((False, j, 0) for j in range(n_ext)):
             return None
+        if n > 1 and over is not None:  # a line starts with an operation task
+            return None
         rest = []
         for i, (kind_i, dev_i, stream_i, dur_i, deps_i, lab_i, mbf_i, chunk_i, comm_i, then_i,
                 over_i) in enumerate(tpl[1:]):  # fmt: skip
             if (kind_i is not _COMPUTE or dev_i != dev or stream_i != "compute" or comm_i
-                    is not None or then_i is None or over_i is not None or over is not None
+                    is not None or then_i is None or over_i is not None
                     or lab_i != 0 or mbf_i is not None or chunk_i != k
                     or deps_i != ((True, i, 0),)):  # fmt: skip
                 return None
@@ -414,8 +424,6 @@ class OperationReplay:
         twin, cls = (_OpTaskTwin, OpTask) if over is None else (_OverTaskTwin, OverTask)
         line = (tuple(rest), anchors) if n > 1 or anchors else None
         return twin, cls, dev, dur, then, over, chunk, cmax, low.op_send(k, fwd), line
-
-    # ------------------------------------------------------------------ exposed TP tails
 
     def line_rest(self, s: int, j: int, first: OpTask, line: Line) -> int:
         """After ``first``, the first task of a copied operation that ``run_plain_schedule``
@@ -458,6 +466,8 @@ class OperationReplay:
         if line[1]:
             low.gather_hist[s].extend(first.tid + a for a in line[1])
         return x
+
+    # ------------------------------------------------------------------ exposed TP tails
 
     def over_op(
         self,

@@ -277,11 +277,14 @@ def _moments_jumping(
     seen: dict[tuple, tuple[int, ...] | None] = {}  # moment key -> forwards run
     flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
 
-    def record() -> None:  # the warm-up's last forward and the cool-down's backwards
+    def record() -> None:  # the moment after the operation just applied
         if windows:
             seen[(tuple(live), flags)] = tuple(done)
         elif (key := tuple(live)) not in seen:
             seen[key] = None
+
+    def at_edge(i: int) -> tuple[tuple[tuple[bool, bool], ...], int]:  # flags, next edge
+        return _windows_at(i, first_f, first_b, last_b), edges[bisect_right(edges, i)]
 
     if w:  # the warm-up's forwards, the last recorded (forward k runs chunk (k // p) % u)
         cycles, rest = divmod(w, pu)
@@ -308,17 +311,12 @@ def _moments_jumping(
                 k, i, j = k + extra, i + 2 * extra, j + extra
                 done[cf] += extra
         if i >= nxt:
-            flags = _windows_at(i, first_f, first_b, last_b)
-            nxt = edges[bisect_right(edges, i)]
+            flags, nxt = at_edge(i)
         live[cf] += 1
         done[cf] += 1
-        if windows:  # record(), inlined in the loop that records most
-            seen[(tuple(live), flags)] = tuple(done)
-        elif (key := tuple(live)) not in seen:
-            seen[key] = None
+        record()
         if i + 1 >= nxt:
-            flags = _windows_at(i + 1, first_f, first_b, last_b)
-            nxt = edges[bisect_right(edges, i + 1)]
+            flags, nxt = at_edge(i + 1)
         if windows and i + 1 == first_b[cb]:
             record()
         live[cb] -= 1
@@ -327,8 +325,7 @@ def _moments_jumping(
     while windows and j < n:  # the cool-down: backward j at position n + j
         i, c = n + j, u - 1 - (j // p) % u
         if i >= nxt:
-            flags = _windows_at(i, first_f, first_b, last_b)
-            nxt = edges[bisect_right(edges, i)]
+            flags, nxt = at_edge(i)
         if i == first_b[c] or _run_end(j, p, n):
             record()
         live[c] -= 1

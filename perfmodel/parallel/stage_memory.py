@@ -180,8 +180,8 @@ def stage_memory(
 
     ``moments`` (:func:`~perfmodel.parallel.schedule.chunk_moments`, pipelined callers) with
     several chunks or :attr:`Recipe.gather_per_step`: their peak of each chunk's activations at
-    its own live count (and FSDP2's windows, kept outputs and receive buffers, one per the step's
-    ``microbatches``: :func:`_moment_peak`) replaces ``in_flight`` sets of the chunks' mean.
+    its own live count (and FSDP2's windows, kept outputs and receive buffers: one per the step's
+    ``microbatches``, required there, :func:`_moment_peak`) replaces ``in_flight`` x the mean.
     """
     from perfmodel.workload import memory as wmem
 
@@ -418,8 +418,9 @@ def _moment_peak(
     of one chunk's backwards too (final20e's brute force over every operation's state).
 
     ``act_b``: bytes per activation element (the outputs'); ``m``: the step's micro-batches
-    (read under FSDP2 only, where ``None`` is refused: no default count is right). Returns ``(activations, gathered)``, the first with the kept
-    outputs and the receive buffers (:func:`moments_peak`).
+    (read under FSDP2 only, where ``None`` is refused: no default count is right). Returns
+    ``(activations, gathered)``, the first with the kept outputs and the receive buffers
+    (:func:`moments_peak`).
     """
     n = len(chunks)
     outs, gat, red, recv = [0.0] * n, [0.0] * n, [0.0] * n, [(0.0, 0.0)] * n

@@ -7,25 +7,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import fresh_chunks
 import pytest
+from fresh_chunks import afresh
 
-import perfmodel.api as api
 import perfmodel.parallel.lower_shortcuts as shortcuts
 import perfmodel.parallel.lowering as lowering
 from perfmodel.api import Scenario, resolve
 from perfmodel.pipeline.lower import build_step
 
-GPT = {"layers": 12, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 32000}
-BASE: dict[str, Any] = dict(
-    system="dgx-a100",
-    model="gpt",
-    model_args=GPT,
-    precision="bf16",
-    optimizer="adam",
-    fidelity="analytic",
-    microbatch=1,
-    global_batch=64,
-)
+GPT = {**fresh_chunks.GPT, "layers": 12}
+BASE: dict[str, Any] = {**fresh_chunks.BASE, "model_args": GPT}
 
 CASES = {
     # 25 MiB buckets, a first bucket of its own size, gradient overlap
@@ -101,9 +93,7 @@ def _chunks(sc: Scenario, monkeypatch: pytest.MonkeyPatch, shapes: bool) -> tupl
     with monkeypatch.context() as m:
         m.setattr(shortcuts, "build_chunk", record)
         m.setattr(lowering, "_segment_sums", count)
-        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
-        m.setattr(lowering, "_CHUNKS", {})  # built here, not read off an earlier test's plan
-        m.setattr(api, "_REPORTS", {})
+        afresh(m)
         if not shapes:
             m.setattr(lowering._StackCopies, "of", classmethod(lambda cls, layers: None))
         build_step(sc, resolve(sc))
@@ -208,9 +198,7 @@ def _chunk_calls(
     sc = Scenario.from_dict({**BASE, **CASES[case]})
     with monkeypatch.context() as m:
         m.setattr(shortcuts, "build_chunk", record)
-        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
-        m.setattr(lowering, "_CHUNKS", {})
-        m.setattr(api, "_REPORTS", {})
+        afresh(m)
         build_step(sc, resolve(sc))
     return calls
 

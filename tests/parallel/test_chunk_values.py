@@ -10,12 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hidden_recording import BASE, GPT3  # the small GPT, GPT-3 175B
+from fresh_chunks import BASE, GPT3, afresh  # the small GPT, GPT-3 175B
 
-import perfmodel.api as api
 import perfmodel.parallel.lower_pipeline as lower_pipeline
 import perfmodel.parallel.lower_shortcuts as shortcuts
-import perfmodel.parallel.lowering as lowering
 from perfmodel.api import Scenario, predict
 from perfmodel.parallel.lower_pipeline import PipelineLowering
 
@@ -72,9 +70,7 @@ def _run(sc: Scenario, monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[Any, 
         m.setattr(PipelineLowering, "_chunk_coarsenable", count("coarsenable", coarse))
         m.setattr(PipelineLowering, "_plain_op_times", count("op_times", times))
         m.setattr(lower_pipeline, "issue_lead", count("lead", lead))
-        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
-        m.setattr(lowering, "_CHUNKS", {})
-        m.setattr(api, "_REPORTS", {})
+        afresh(m)
         report = predict(sc, baseline=False)
     return report, calls
 
@@ -115,9 +111,7 @@ def _lowerings(sc: Scenario) -> list[PipelineLowering]:
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(PipelineLowering, "__init__", keep)
-        m.setattr(shortcuts, "_SHARED_CHUNKS", {})
-        m.setattr(lowering, "_CHUNKS", {})
-        m.setattr(api, "_REPORTS", {})
+        afresh(m)
         predict(sc, baseline=False)
     return seen
 

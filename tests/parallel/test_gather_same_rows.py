@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hidden_recording import BASE, GPT, GPT3, run_recording
+from fresh_chunks import BASE, GPT, GPT3, run_recording
 from report_compare import ZERO3_LIFTED
 
 from perfmodel.api import Scenario

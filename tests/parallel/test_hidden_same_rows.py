@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hidden_recording import BASE, GPT3, run_recording
+from fresh_chunks import BASE, GPT3, run_recording
 
 from perfmodel.api import Scenario
 from perfmodel.parallel.lower_pipeline import PipelineLowering

@@ -9,8 +9,8 @@ import random
 import pytest
 from per_group_reads import server_indices, servers_and_lids
 
-from perfmodel.parallel import costs, nic_tables
-from perfmodel.topology import load_system
+from perfmodel.parallel import costs
+from perfmodel.topology import load_system, nic_tables
 
 TOPO = load_system("dgx-a100", nodes=128)
 GPN = TOPO.gpus_per_node
@@ -273,3 +273,11 @@ def test_parallel_rings_of_k_gpus_a_server_cut_to_two_servers(name: str) -> None
         shape = costs._nic_shape(topo, (ring, other))
         assert shape is None or shape[0] not in ("parallel", "parallel-k")
         assert shape is None or costs._nic_counted(shape, (ring, other)) == (ring, other)
+    # every server's block in one order but the servers visited s0 s0 s1 s2 s2 s1: the local
+    # ids repeat as parallel rings' do, the servers do not (last21: no test reached this check)
+    if nodes >= 3:
+        visits = ((0, 0), (0, 1), (1, 0), (2, 1), (2, 0), (1, 1))
+        hop = tuple(tuple(topo.gpus[s * gpn + b[i]] for s, i in visits) for b in ((0, 1), (2, 3)))
+        shape = costs._nic_shape(topo, hop)
+        assert shape is None or shape[0] != "parallel-k"
+        assert shape is None or costs._nic_counted(shape, hop) == hop

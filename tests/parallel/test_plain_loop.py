@@ -288,6 +288,18 @@ def test_inline_single_copies_match_gpt3(monkeypatch: pytest.MonkeyPatch, idx: i
     [
         dict(pp=4, dp=2, tp=1, schedule="interleaved", interleave=2),
         dict(pp=4, dp=4, tp=2, nodes=4, schedule="interleaved", interleave=2, microbatch=2),
+        # a later send that is not folded waits on the line's last task, which took the
+        # moved send (last21: without ``_send_last`` it waited on the line's first)
+        dict(
+            pp=4,
+            dp=4,
+            tp=2,
+            nodes=4,
+            schedule="interleaved",
+            interleave=2,
+            microbatch=4,
+            global_batch=64,
+        ),
     ],
 )
 def test_inline_line_copies_match(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
@@ -308,7 +320,9 @@ def test_inline_line_copies_match(monkeypatch: pytest.MonkeyPatch, kw: dict) -> 
         return orig(self, s, j, first, line)
 
     monkeypatch.setattr(OperationReplay, "line_rest", spy)
-    sc = gpt_scenario(model_args={**GPT, "layers": 16}, global_batch=128, software="fsdp", **kw)
+    sc = gpt_scenario(
+        model_args={**GPT, "layers": 16}, software="fsdp", **{"global_batch": 128, **kw}
+    )
     made = {True: 0, False: 0}
     for inp, costs, owt, m, chunks in _lowerings(sc, monkeypatch):
         out = []

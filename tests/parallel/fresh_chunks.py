@@ -1,6 +1,8 @@
-"""What the same-rows tests share (``test_hidden_same_rows``, ``test_gather_same_rows``,
-``test_chunk_values``): a small GPT and GPT-3 175B on DGX A100, and a prediction that records
-one :class:`HiddenCollectives` method's calls and another's answers, chunks built afresh."""
+"""What the chunk and same-rows tests share (``test_hidden_same_rows``,
+``test_gather_same_rows``, ``test_chunk_values``, ``test_chunk_shapes``): a small GPT and GPT-3
+175B on DGX A100, the memos to empty so that a test builds its own chunks (:func:`afresh`), and
+a prediction that records one :class:`HiddenCollectives` method's calls and another's
+answers."""
 
 from __future__ import annotations
 
@@ -67,7 +69,13 @@ def run_recording(
 def predict_afresh(sc: Scenario, m: pytest.MonkeyPatch) -> Any:
     """``sc``'s report with no chunk or report of another test (``m``: a monkeypatch context
     the caller undoes)."""
+    afresh(m)
+    return predict(sc, baseline=False)
+
+
+def afresh(m: pytest.MonkeyPatch) -> None:
+    """Empty the chunk memos and the report cache inside ``m`` (a monkeypatch context the caller
+    undoes): what the test lowers next is built here, not read off an earlier test's plan."""
     m.setattr(shortcuts, "_SHARED_CHUNKS", {})
     m.setattr(lowering, "_CHUNKS", {})
     m.setattr(api, "_REPORTS", {})
-    return predict(sc, baseline=False)

@@ -1,4 +1,4 @@
-"""The NIC tables of the server-level sharing factor (parallel/costs.py) read one server of a
+"""The NIC tables of the server-level sharing factor (topology/nic_tables.py) read one server of a
 cluster built by copying, not the whole graph (issue 14: a whole-graph pass makes every server
 of the lazily built cluster, topology/lazy.py), and equal the whole-graph answers."""
 
@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from perfmodel.parallel.nic_tables import near_nic_sets, nics_per_server
 from perfmodel.topology import load_system
+from perfmodel.topology.nic_tables import near_nic_sets, nics_per_server
 
 CASES = [
     ("dgx-a100", 6, None),  # rails

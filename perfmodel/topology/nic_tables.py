@@ -1,15 +1,16 @@
 """Per-server NIC tables of a cluster that the server-level sharing factor reads
 (:func:`perfmodel.parallel.costs._nic_sharing_factor`): each GPU local id's nearest fabric
 NICs with the GPU-to-NIC and NIC port goodputs, and each server's NIC count; read off the first
-server where the cluster's servers are copies (no whole-graph pass). Topology facts that only
-that factor reads, apart from ``costs`` to keep it under 1,000 lines (session 21)."""
+server where the cluster's servers are copies (no whole-graph pass). Topology facts, read only
+by that factor (moved out of ``costs`` in session 21)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from perfmodel.topology import NodeKind, Topology, effective_bandwidth, route
-from perfmodel.topology.routing import path_edges
+from perfmodel.topology.model import Topology
+from perfmodel.topology.routing import path_edges, route
+from perfmodel.topology.schema import NodeKind, effective_bandwidth
 
 
 @lru_cache(maxsize=64)
