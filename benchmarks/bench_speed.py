@@ -21,6 +21,12 @@ first, as an installed package has it).
   process per preset (megatron, megatron-core, fsdp, pytorch-ddp; the preset's own ZeRO and
   recomputation defaults): median and slowest CPU ms per new plan (target 5 / 15 ms), and the
   mean with the default speedup baseline.
+- ``instructions``: the ``presets`` plans again, counted in instructions instead of seconds
+  (``valgrind --tool=callgrind``, ``PYTHONHASHSEED=0``): a fresh process predicts the warm-up
+  plan alone, another the warm-up plan and the nine plans, and the difference over nine is the
+  mean per new plan, the same on every run (session 21: this box's wall clock swung +-15%
+  between passes, more than a 2-5% change). Skipped, saying so, where valgrind is not
+  installed; ``--runs`` does not apply.
 - ``dp``: pure data parallelism of GPT 1.3B (h 2048, 24 layers, batch 8 per GPU, Megatron preset)
   on 8 -> 16,384 GPUs of DGX A100, analytic, one new point after another in one process (the
   in-process scale series of item 3; target under 2x).
@@ -42,6 +48,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -141,31 +148,34 @@ def case_compare(runs: int) -> dict[str, Any]:
     return {"wall_s": walls, "cpu_s": cpus, "simulated_plans": done, "stopped": stopped}
 
 
+def _preset_scenarios(preset: str) -> list[Any]:
+    """The ``presets`` case's scenarios of ``preset``: the warm-up plan, then the plans timed
+    (``bench_scale.py``'s, analytic)."""
+    sys.path.append(str(ROOT / "benchmarks"))
+    from bench_scale import _plans
+    from bench_search import BASE175
+
+    from perfmodel.api import Scenario
+
+    fixed = {**BASE175, "software": preset, "fidelity": "analytic"}
+    return [Scenario.from_dict({**fixed, **{k: p[k] for k in PLAN_KEYS}}) for p in _plans()]
+
+
 def _preset_child(preset: str) -> dict[str, Any]:
     """In a fresh process: nine new plans of ``preset``, CPU ms each (no baseline), and the
     same plans again in a second fresh round with the default baseline (mean)."""
     import gc
 
-    sys.path.append(str(ROOT / "benchmarks"))
-    from bench_scale import _plans
-    from bench_search import BASE175
-
-    from perfmodel.api import Scenario, predict
+    from perfmodel.api import predict
     from perfmodel.errors import PerfModelError
 
-    plans = _plans()
-
-    def scenario(p: dict[str, Any]) -> Scenario:
-        keep = {k: p[k] for k in PLAN_KEYS}
-        return Scenario.from_dict({**BASE175, **keep, "software": preset, "fidelity": "analytic"})
-
+    plans = _preset_scenarios(preset)
     out: dict[str, Any] = {}
     for baseline in (False, True):
-        predict(scenario(plans[0]), baseline=baseline)  # warm-up: topology, routes, workloads
+        predict(plans[0], baseline=baseline)  # warm-up: topology, routes, workloads
         gc.collect()
         cpus = []
-        for p in plans[1 if not baseline else 10 : 10 if not baseline else 19]:
-            sc = scenario(p)
+        for sc in plans[1 if not baseline else 10 : 10 if not baseline else 19]:
             c = time.process_time()
             try:
                 predict(sc, baseline=baseline)
@@ -198,6 +208,53 @@ def case_presets(runs: int) -> dict[str, Any]:
             flush=True,
         )
         res[preset] = rows
+    return res
+
+
+def _instructions_child(preset: str, n: int) -> None:
+    """In a fresh process: the warm-up plan of ``preset`` and its next ``n`` plans."""
+    from perfmodel.api import predict
+    from perfmodel.errors import PerfModelError
+
+    for sc in _preset_scenarios(preset)[: 1 + n]:
+        try:
+            predict(sc, baseline=False)
+        except PerfModelError:
+            pass
+
+
+def _instructions(preset: str, n: int, valgrind: str) -> int | None:
+    """Instructions callgrind collects in a fresh process of :func:`_instructions_child`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run(
+            [valgrind, "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", sys.executable,
+             __file__, "--_instructions", preset, "--_n", str(n)],
+            env={**_env(), "PYTHONHASHSEED": "0"}, cwd=str(CODE), stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, timeout=1800, check=False,
+        )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    return int(found.group(1)) if proc.returncode == 0 and found else None
+
+
+def case_instructions(runs: int) -> dict[str, Any]:
+    """Instructions per new plan of each preset (callgrind; deterministic, so one run)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("instructions  skipped: valgrind is not installed", flush=True)
+        return {"skipped": "valgrind is not installed"}
+    res: dict[str, Any] = {}
+    n = 9
+    for preset in PRESETS:
+        warm, both = _instructions(preset, 0, valgrind), _instructions(preset, n, valgrind)
+        if warm is None or both is None:
+            print(f"instructions  {preset}: child failed under valgrind", flush=True)
+            continue
+        res[preset] = (both - warm) / n
+        print(
+            f"instructions  {preset:<14} {res[preset] / 1e6:.1f} M instructions per new plan "
+            f"(mean of {n} after the warm-up plan; callgrind, PYTHONHASHSEED=0)",
+            flush=True,
+        )
     return res
 
 
@@ -349,6 +406,7 @@ CASES = {
     "predict": case_predict,
     "compare": case_compare,
     "presets": case_presets,
+    "instructions": case_instructions,
     "dp": case_dp,
     "sweep": case_sweep,
 }
@@ -369,7 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--_preset", help=argparse.SUPPRESS)
     ap.add_argument("--_dp", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--_instructions", help=argparse.SUPPRESS)
+    ap.add_argument("--_n", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args._instructions:
+        _instructions_child(args._instructions, args._n)
+        return 0
     if args._preset:
         print(json.dumps(_preset_child(args._preset)))
         return 0
