@@ -74,6 +74,8 @@ PREDICT = [
 ]
 COMPARE = ["compare", *GPT3]
 PRESETS = ("megatron", "megatron-core", "fsdp", "pytorch-ddp")
+#: New plans timed per preset after the warm-up plan (``presets``, ``instructions``).
+NEW_PLANS = 9
 PLAN_KEYS = ("dp", "tp", "pp", "microbatch", "schedule", "interleave", "gpus", "global_batch")
 
 SWEEP_AXES = {
@@ -175,7 +177,8 @@ def _preset_child(preset: str) -> dict[str, Any]:
         predict(plans[0], baseline=baseline)  # warm-up: topology, routes, workloads
         gc.collect()
         cpus = []
-        for sc in plans[1 if not baseline else 10 : 10 if not baseline else 19]:
+        first = 1 if not baseline else 1 + NEW_PLANS  # the baseline round takes the next ones
+        for sc in plans[first : first + NEW_PLANS]:
             c = time.process_time()
             try:
                 predict(sc, baseline=baseline)
@@ -204,7 +207,7 @@ def case_presets(runs: int) -> dict[str, Any]:
         print(
             f"presets   {preset:<14} new plan median {_range(med, '{:.1f}')} ms CPU, slowest "
             f"{_range(worst, '{:.0f}')} ms (n={len(rows[0]['new'])}); with the speedup baseline "
-            f"mean {_range(base, '{:.1f}')} ms over 9 more plans",
+            f"mean {_range(base, '{:.1f}')} ms over {NEW_PLANS} more plans",
             flush=True,
         )
         res[preset] = rows
@@ -226,14 +229,21 @@ def _instructions_child(preset: str, n: int) -> None:
 def _instructions(preset: str, n: int, valgrind: str) -> int | None:
     """Instructions callgrind collects in a fresh process of :func:`_instructions_child`."""
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(
-            [valgrind, "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", sys.executable,
-             __file__, "--_instructions", preset, "--_n", str(n)],
-            env={**_env(), "PYTHONHASHSEED": "0"}, cwd=str(CODE), stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True, timeout=1800, check=False,
-        )  # fmt: skip
+        try:
+            proc = subprocess.run(
+                [valgrind, "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out",
+                 sys.executable, __file__, "--_instructions", preset, "--_n", str(n)],
+                env={**_env(), "PYTHONHASHSEED": "0"}, cwd=str(CODE), stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True, timeout=1800, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            print(f"instructions  {preset}: no answer within 1800 s under valgrind", flush=True)
+            return None
     found = re.search(r"Collected : (\d+)", proc.stderr)
-    return int(found.group(1)) if proc.returncode == 0 and found else None
+    if proc.returncode != 0 or not found:
+        print(f"instructions  {preset}: exit {proc.returncode}: {proc.stderr[-500:]}", flush=True)
+        return None
+    return int(found.group(1))
 
 
 def case_instructions(runs: int) -> dict[str, Any]:
@@ -243,11 +253,10 @@ def case_instructions(runs: int) -> dict[str, Any]:
         print("instructions  skipped: valgrind is not installed", flush=True)
         return {"skipped": "valgrind is not installed"}
     res: dict[str, Any] = {}
-    n = 9
+    n = NEW_PLANS
     for preset in PRESETS:
         warm, both = _instructions(preset, 0, valgrind), _instructions(preset, n, valgrind)
         if warm is None or both is None:
-            print(f"instructions  {preset}: child failed under valgrind", flush=True)
             continue
         res[preset] = (both - warm) / n
         print(

@@ -94,7 +94,7 @@ def _slots(topology: Topology) -> tuple[int, dict[str, int], frozenset[str]] | N
     if p is None or not p.describes(topology):
         return None
     gpus = topology.gpus
-    g = len(gpus) // p.servers  # GPUs a server: every server is a copy of server 0
+    g = topology.gpus_per_node  # every server is a copy of server 0
     if g * p.servers != len(gpus):
         return None
     cut = len(p.prefix(0))

@@ -716,11 +716,11 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     same ratios, the same maximum. Issue 14: the data-parallel groups of every pipeline stage
     and of every plan with that degree and tensor-parallel rank are one shape, read in C
     loops (a name-mapped canonical form cost ~0.15 ms per stage for 8 groups of 64).
-    Parallel rings (every group one GPU on each of the same two or more servers of one
-    class, in the same order, one local id per group) are ``("parallel", class, local
-    ids)``: each server then sends one flow per group, whatever the number of servers, so
-    the factor of every data-parallel degree of those local ids is one (comment below); so
-    is that of groups of ``k`` GPUs a server on the same servers (:func:`_parallel_blocks`).
+    Parallel rings (every group ``k`` GPUs on each of the same two or more servers of one
+    class, in the same order, the same local ids on each) are ``("parallel", class, each
+    group's local ids on a server)`` (:func:`_parallel_blocks`): each server then sends the
+    same flows whatever the number of servers, so the factor of every data-parallel degree of
+    those local ids is one.
     """
     sym = server_symmetry(topology)
     reads = _flat_reads(sym, groups)
@@ -731,20 +731,6 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
     n = sizes[0]
     first = srv[:n]
     if n >= 2 and sizes == (n,) * len(sizes) and srv == first * len(sizes):
-        # parallel rings (the data-parallel groups of one stage): every group one GPU on each
-        # of the same servers in the same order, one local id per group, one class. Every hop
-        # leaves its server, so each server sends one flow per group from the NIC set of the
-        # group's local id: the same counts per server for any number of servers (two or
-        # more), hence one factor per (class, local ids) for dp 16, 32 and 64.
-        c = sym.cls.get(first[0])
-        ids = lids[::n]
-        if (
-            c is not None
-            and len(set(first)) == n
-            and all(sym.cls.get(s) == c for s in first)
-            and lids == tuple(chain.from_iterable(repeat(x, n) for x in ids))
-        ):
-            return ("parallel", c, ids)
         blocks = _parallel_blocks(sym, first, lids, len(sizes))
         if blocks is not None:
             return blocks
@@ -755,9 +741,9 @@ def _nic_shape(topology: Topology, groups: tuple[tuple[str, ...], ...]) -> tuple
 def _parallel_blocks(
     sym: ServerSymmetry, first: list[int], lids: tuple[str, ...], count: int
 ) -> tuple[Any, ...] | None:
-    """``("parallel-k", class, each group's local ids on a server)`` where the ``count``
+    """``("parallel", class, each group's local ids on a server)`` where the ``count``
     groups (equal sizes, every one on the servers ``first`` in that order: :func:`_nic_shape`
-    checked) are parallel rings of ``k >= 2`` GPUs a server: each group holds ``k``
+    checked) are parallel rings of ``k >= 1`` GPUs a server: each group holds ``k``
     consecutive members on each of the same two or more distinct servers of one class, with
     the same local ids in the same order on every server; else ``None``.
 
@@ -765,37 +751,35 @@ def _parallel_blocks(
     every server then holds of every group the members of the same local ids in the same
     order, so :func:`_nic_sharing_factor`'s per-server tables are the same on each server (the
     local ids, their NIC union built in one insertion order, the load per NIC summed over the
-    groups in one order, the class's NIC count): each server's ratio is the same float, the
-    argument of the one-GPU-a-server parallel rings. Issue 27: the data-parallel groups of a
+    groups in one order, the class's NIC count): each server's ratio is the same float (with
+    ``k = 1``, each server sends one flow per group from its local id's NICs). Issue 27: the
+    data-parallel groups of a
     tp4 plan hold GPUs 0 and 4 (1 and 5, ...) of each server; dp64 then dp32 counted every
     member of 4 x 64 and 4 x 32 (0.18-0.39 ms a plan on the 2-core development machine)."""
     n = len(first)
     k = next((i for i in range(1, n) if first[i] != first[0]), n)
-    if k < 2 or n % k or n // k < 2:
+    if n % k or n // k < 2:
         return None
     servers = first[::k]
     if first != list(chain.from_iterable(repeat(s, k) for s in servers)):
         return None
     c = sym.cls.get(servers[0])
-    # one class: the catalogue's clusters copy server 0 (no test reaches a mixed one), but a
-    # user's imported cluster may mix servers, whose tables the cut would not read; distinct
-    # servers: unreachable past the local-id check below (a repeat would repeat a GPU), kept
-    # as the statement of what a parallel ring is
+    # one class (a fat tree's leaves are classes of their own): the cut reads two servers'
+    # tables, the same only within a class
     if c is None or len(set(servers)) < len(servers) or any(sym.cls.get(s) != c for s in servers):
         return None
     ids = tuple(lids[g * n : g * n + k] for g in range(count))
     if lids != tuple(chain.from_iterable(b * (n // k) for b in ids)):
         return None
-    return ("parallel-k", c, ids)
+    return ("parallel", c, ids)
 
 
 def _nic_counted(
     shape: tuple[Any, ...], groups: tuple[tuple[str, ...], ...]
 ) -> tuple[tuple[str, ...], ...]:
     """The groups :func:`_nic_sharing_factor` counts for ``groups`` of server-level shape
-    ``shape`` (:func:`_nic_shape`): parallel rings cut to their first two members (servers),
-    those of ``k`` GPUs a server to their first ``2 k`` (:func:`_parallel_blocks`), other
-    shapes whole.
+    ``shape`` (:func:`_nic_shape`): parallel rings of ``k`` GPUs a server cut to their first
+    ``2 k`` members (two servers; :func:`_parallel_blocks`), other shapes whole.
 
     Why the cut groups have the factor of the whole ones, bit for bit: parallel rings put one
     GPU of every group on each of the same servers (two or more, distinct, of one class), so
@@ -807,9 +791,7 @@ def _nic_counted(
     every member (4 x 64 GPUs: ~0.3 ms; 8 x 64: ~0.5 ms) where two servers give the answer
     (~0.02 ms).
     """
-    if shape[0] == "parallel":
-        return tuple(g[:2] for g in groups)
-    if shape[0] == "parallel-k":  # k GPUs a server (_parallel_blocks): the first two servers
+    if shape[0] == "parallel":  # k GPUs a server (_parallel_blocks): the first two servers
         return tuple(g[: 2 * len(shape[2][0])] for g in groups)
     return groups
 

@@ -86,11 +86,15 @@ def test_parallel_rings_share_one_factor_for_any_server_count(
         _dp(3, 1, 64, tuple(range(8))),
     ]
     for groups in sets:
-        assert costs._nic_shape(TOPO, groups) == ("parallel", 0, tuple(f"gpu{k}" for k in range(8)))
+        assert costs._nic_shape(TOPO, groups) == (
+            "parallel",
+            0,
+            tuple((f"gpu{k}",) for k in range(8)),
+        )
         assert costs.ring_sharing_factor(TOPO, groups) == real(TOPO, groups)
     assert len(made) == 1
     four = _dp(0, 1, 20, (0, 1, 2, 3))
-    assert costs._nic_shape(TOPO, four) == ("parallel", 0, ("gpu0", "gpu1", "gpu2", "gpu3"))
+    assert costs._nic_shape(TOPO, four) == ("parallel", 0, tuple((f"gpu{k}",) for k in range(4)))
     assert costs.ring_sharing_factor(TOPO, four) == real(TOPO, four)
     mixed = (
         *_dp(0, 1, 20, (0,)),
@@ -186,15 +190,16 @@ def _per_group_nic_shape(groups: tuple[tuple[str, ...], ...]) -> object:
             and all(sym.cls.get(s) == c for s in first)
             and all(len(set(ids)) == 1 for ids in lids)
         ):
-            return ("parallel", c, tuple(ids[0] for ids in lids))
+            return ("parallel", c, tuple((ids[0],) for ids in lids))
     indexed = server_indices(sym.cls, srvs)
     return None if indexed is None else (*indexed, lids)
 
 
 def test_one_pass_shape_partitions_as_the_per_group_reads() -> None:
     """Parallel rings, translates, mixed local ids, rings of unequal sizes and random GPUs:
-    the one-pass ``_nic_shape`` is ``("parallel", ...)`` exactly where the per-group read was
-    (the same tuple), and two sets share a key exactly where they shared one before."""
+    the one-pass ``_nic_shape`` is ``("parallel", ...)`` of one GPU a server exactly where the
+    per-group read was (the same tuple), and two sets share a key exactly where they shared
+    one before."""
     rng = random.Random(27)
     sets = [
         _dp(f, s, n, lids)
@@ -220,8 +225,8 @@ def test_one_pass_shape_partitions_as_the_per_group_reads() -> None:
         assert (a is None) == (b is None), g
         if b is not None and b[0] == "parallel":
             assert a == b
-        else:
-            assert a is None or a[0] != "parallel"
+        else:  # one GPU a server exactly where the per-group read says; else k >= 2 blocks
+            assert a is None or a[0] != "parallel" or len(a[2][0]) >= 2
     for i in range(len(sets)):
         for j in range(len(sets)):
             assert (new[i] == new[j]) == (old[i] == old[j]), (sets[i], sets[j])
@@ -239,7 +244,7 @@ _BLOCKS = [
 @pytest.mark.parametrize("name", sorted(_CUT_SYSTEMS))
 def test_parallel_rings_of_k_gpus_a_server_cut_to_two_servers(name: str) -> None:
     """Property (``costs._parallel_blocks``): groups of ``k`` GPUs on each of the same 2-12
-    servers of one class (strides 1-3, every start) are one ``"parallel-k"`` shape per class
+    servers of one class (strides 1-3, every start) are one ``"parallel"`` shape per class
     and local ids, whatever the server count; the factor of the groups cut to their first two
     servers is, bit for bit, the whole groups' factor, and so is the memo's. A server whose
     block is out of order or a group whose members change local ids keeps the full shape."""
@@ -255,7 +260,7 @@ def test_parallel_rings_of_k_gpus_a_server_cut_to_two_servers(name: str) -> None
                     for b in blocks
                 )
                 shape = costs._nic_shape(topo, groups)
-                if shape is None or shape[0] != "parallel-k":  # servers of several classes
+                if shape is None or shape[0] != "parallel":  # servers of several classes
                     assert shape is None or costs._nic_counted(shape, groups) is groups
                     continue
                 whole = costs._nic_sharing_factor(topo, groups)
@@ -271,7 +276,7 @@ def test_parallel_rings_of_k_gpus_a_server_cut_to_two_servers(name: str) -> None
     drift = tuple(topo.gpus[s * gpn + k] for s in range(nodes) for k in (0, 4 + s % 2))
     for other in (swapped, drift):  # (None: servers of several classes)
         shape = costs._nic_shape(topo, (ring, other))
-        assert shape is None or shape[0] not in ("parallel", "parallel-k")
+        assert shape is None or shape[0] != "parallel"
         assert shape is None or costs._nic_counted(shape, (ring, other)) == (ring, other)
     # every server's block in one order but the servers visited s0 s0 s1 s2 s2 s1: the local
     # ids repeat as parallel rings' do, the servers do not (last21: no test reached this check)
@@ -279,5 +284,21 @@ def test_parallel_rings_of_k_gpus_a_server_cut_to_two_servers(name: str) -> None
         visits = ((0, 0), (0, 1), (1, 0), (2, 1), (2, 0), (1, 1))
         hop = tuple(tuple(topo.gpus[s * gpn + b[i]] for s, i in visits) for b in ((0, 1), (2, 3)))
         shape = costs._nic_shape(topo, hop)
-        assert shape is None or shape[0] != "parallel-k"
+        assert shape is None or shape[0] != "parallel"
         assert shape is None or costs._nic_counted(shape, hop) == hop
+
+
+def test_rings_over_servers_of_several_classes_are_not_parallel() -> None:
+    """On a fat tree each leaf's servers are a class of their own: data-parallel rings over
+    the servers of two leaves (one or two GPUs a server) keep their whole shape, whose factor
+    counts every server (the one-class check of ``costs._parallel_blocks``)."""
+    from perfmodel.topology.symmetry import server_symmetry
+
+    topo = load_system("dgx-a100", nodes=8, fabric_topology="fat-tree")
+    gpn = topo.gpus_per_node
+    assert len({server_symmetry(topo).cls.get(s) for s in range(8)}) > 1
+    for lids in (((0,), (1,)), ((0, 4), (1, 5))):
+        groups = tuple(tuple(topo.gpus[s * gpn + k] for s in range(8) for k in b) for b in lids)
+        shape = costs._nic_shape(topo, groups)
+        assert shape is None or shape[0] != "parallel"
+        assert shape is None or costs._nic_counted(shape, groups) == groups

@@ -9,6 +9,7 @@ read), so every report is the one of the per-operation path."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -517,3 +518,35 @@ def test_chain_loop_taken_only_where_every_operation_may_chain(
     inline = _check(sc, monkeypatch)  # the same graph and state either way
     assert (calls[0] > 0) is taken
     assert inline > 0 or not taken
+
+
+def test_a_line_is_refused_where_a_task_differs() -> None:
+    """``OperationReplay._single`` on a recorded operation of three operation tasks in a line
+    (each waiting on the one before, the same device, stream, label, micro-batch and chunk):
+    a line with ``INLINE_LINES``; refused where the third task differs in any field the copy
+    would not carry, or the first is an ``OverTask`` (last21/final21b: no plan reached these)."""
+    from pipelined_lowerings import torchtitan
+
+    from perfmodel.parallel.lower_replay import OperationReplay
+
+    low = torchtitan()
+    first = (TaskKind.COMPUTE, "gpu0", "compute", 1e-3, ((False, 0, 0),), 0, None, 1, None,
+             5e-4, None)  # fmt: skip
+
+    def task(i: int, **kw: Any) -> tuple:
+        fields = dict(kind=TaskKind.COMPUTE, dev="gpu0", stream="compute", dur=2e-3,
+                      deps=((True, i - 1, 0),), lab=0, mbf=None, chunk=1, comm=None, then=5e-4,
+                      over=None)  # fmt: skip
+        return tuple({**fields, **kw}.values())
+
+    def single(tpl: list[tuple]) -> object:
+        return low._single(True, 1, tpl, len(tpl) - 1, None, (), 1)
+
+    assert OperationReplay.INLINE_LINES
+    line = single([first, task(1), task(2)])
+    assert line is not None and line[-1] == (((2e-3, 5e-4), (2e-3, 5e-4)), ())
+    for field, other in [("kind", TaskKind.COLLECTIVE), ("dev", "gpu1"), ("stream", "comm"),
+                         ("deps", ((True, 0, 0),)), ("lab", 1), ("mbf", 3), ("chunk", 0),
+                         ("comm", object()), ("then", None), ("over", object())]:  # fmt: skip
+        assert single([first, task(1), task(2, **{field: other})]) is None, field
+    assert single([(*first[:-1], object()), task(1), task(2)]) is None
