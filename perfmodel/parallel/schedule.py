@@ -215,9 +215,6 @@ def _moments_walk(
     edge_set = set(edges)
     flags: tuple[tuple[bool, bool], ...] = ((False, False),) * v
 
-    def windows_at(i: int) -> tuple[tuple[bool, bool], ...]:  # (gathered, grads) per chunk
-        return _windows_at(i, first_f, first_b, last_b)
-
     hi, period, i = w + 2 * (n - w), 2 * p * u, 0
     if w > 1:  # the warm-up's forwards before its last, counted at once (forward k: chunk
         cycles, rest = divmod(w - 1, p * u)  # (k // p) % u); each held no more than the next
@@ -225,7 +222,7 @@ def _moments_walk(
             live[c] = done[c] = cycles * p + min(p, max(0, rest - c * p))
         i = w - 1
         if windows:  # the windows at position i (they change only at the edges)
-            flags = windows_at(i)
+            flags = _windows_at(i, first_f, first_b, last_b)
     # without windows, no moment comes after the last forward (a backward only releases)
     end = 2 * n if windows else (n if n <= w else hi - 1)
     while i < end:
@@ -237,7 +234,7 @@ def _moments_walk(
                 done = [d + t * p if c < u else d for c, d in enumerate(done)]
         is_f, c = _op_at(i, n, w, p, u)
         if windows and i in edge_set:
-            flags = windows_at(i)
+            flags = _windows_at(i, first_f, first_b, last_b)
         i += 1
         if is_f:
             live[c] += 1

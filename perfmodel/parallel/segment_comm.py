@@ -70,8 +70,8 @@ class SegmentCommContext:
     selective_share: Callable[[LayerCost], float] | None = None
     memo: dict[tuple[object, ...], float] = field(default_factory=dict)
     #: The chunk's layers (whole transformer blocks: pipeline partitioning cuts between
-    #: blocks), whose per-block sums ``ep_overlap`` reads (:func:`_block_overlap_shares`);
-    #: empty: each segment's own layers of a block stand for it.
+    #: blocks), whose per-block sums ``ep_overlap`` reads (:func:`_block_overlap_shares`; the
+    #: lowering always passes them).
     chunk_layers: Sequence[LayerCost] = ()
     #: ``ep_overlap``: each block's exposed share of its forward and backward expert
     #: collectives, filled from :attr:`chunk_layers` on first use
@@ -363,7 +363,9 @@ def _scaled(c: SegmentComm, share: float) -> SegmentComm:
     return replace(c, message_bytes=c.message_bytes * share, duration_s=c.duration_s * share)
 
 
-def _layer_overlap_sums(layer: LayerCost, ctx: SegmentCommContext) -> tuple[float, ...]:
+def _layer_overlap_sums(
+    layer: LayerCost, ctx: SegmentCommContext
+) -> tuple[float, float, float, float]:
     """``(forward all-to-alls, backward all-to-alls, forward compute, backward compute)``
     seconds of one layer for :func:`_block_overlap_shares`: the expert (``"ep"``) entries of
     :func:`_expert_context_comm` per phase, the layer's forward, and its backward with the
@@ -408,8 +410,7 @@ def _expert_context_overlapped(
     """``ep_overlap``: a segment's expert and context collectives as issued
     (:func:`_expert_context_segment`) and with each expert all-to-all exposed only by its
     transformer block's share (:func:`_block_overlap_shares`, the whole block's sums from
-    :attr:`SegmentCommContext.chunk_layers`, kept in :attr:`SegmentCommContext.block_shares`;
-    without them, the segment's layers of the block).
+    :attr:`SegmentCommContext.chunk_layers`, kept in :attr:`SegmentCommContext.block_shares`).
 
     Megatron-Core's combined 1F1B overlaps layer by layer (Megatron-LM 4415119,
     ``megatron/core/models/common/model_chunk_schedule_plan.py``):
@@ -435,9 +436,7 @@ def _expert_context_overlapped(
     compute hides nothing here); the pair's three stages are taken as one, each phase's
     all-to-alls against the other phase's whole compute of the block."""
     shares = ctx.block_shares
-    if not ctx.chunk_layers:
-        shares = _block_overlap_shares(seg_layers, ctx)
-    elif not shares:
+    if not shares:
         shares.update(_block_overlap_shares(ctx.chunk_layers, ctx))
     extra: list[SegmentComm] = []
     out: list[SegmentComm] = []

@@ -450,7 +450,8 @@ class SoftwareOption:
     """A knob of a stack that a scenario may set beside its preset (``--software-option``):
     ``field`` of :class:`SoftwarePreset`, its kind (``bool``; ``mb``, a bucket size in binary
     megabytes; ``dtype``, one of :data:`OPTIMIZER_DTYPES`; ``count``, a whole number >= 0;
-    ``zero-stage``, a ZeRO stage 0-3 or ``none``; ``cross-entropy``, a :class:`~perfmodel.parallel.stack_choices.CrossEntropy` or Megatron-Core's
+    ``zero-stage``, a ZeRO stage 0-3 or ``none``; ``cross-entropy``, a
+    :class:`~perfmodel.parallel.stack_choices.CrossEntropy` or Megatron-Core's
     ``cross_entropy_fusion_impl`` name, ``te`` or ``native``; ``param-owners``, a
     :class:`~perfmodel.parallel.stack_choices.ParamOwners` or InternEvo's ``overlap_sync_param``
     value, ``true`` or ``false``; ``processes``, a
@@ -526,7 +527,7 @@ SOFTWARE_OPTIONS: dict[str, SoftwareOption] = {
             "how the loss keeps its backward's tensors: te-fused (te: Transformer Engine's "
             "parallel_cross_entropy, the 16-bit logits with their gradient written in place), "
             "default (native: FP32 softmax), eager-fp32 (F.cross_entropy on .float() logits; "
-            "loss-parallel with tp > 1, torchtitan's loss parallel; its disable_loss_parallel is not "
+            "becomes loss-parallel with tp > 1, as torchtitan does; disable_loss_parallel not "
             "expressible), loss-parallel",
         ),
         SoftwareOption(
@@ -615,7 +616,7 @@ def _option_value(key: str, value: object, where: str) -> object:
         text = str(value).strip().lower()
         if text == "none":  # JSON null reads as None too
             return None
-        if isinstance(value, bool) or text not in ("0", "1", "2", "3"):
+        if text not in ("0", "1", "2", "3"):  # a bool reads as "true"/"false": refused
             raise ConfigError(
                 f"{where}: {key} must be a ZeRO stage 0, 1, 2 or 3 (or none: no limit), "
                 f"got {value!r}",

@@ -164,8 +164,8 @@ def stage_memory(
     blocks' saved activations are not held (:func:`offloaded_activation_bytes`). The optimizer
     state is the recipe's dtype (:attr:`Recipe.optimizer_dtype`) and its master copy the
     stack's rule (:class:`~perfmodel.parallel.stack_choices.MasterCopy`). ``tied_params`` are
-    the last pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`), held like its
-    own weights.
+    the last pipeline stage's copy of a tied word embedding (:func:`tied_embedding_params`),
+    held like its own weights.
 
     Workspace: the CUDA context and library workspaces, the largest transient (a layer's output
     with its gradient, or the loss's backward per the recipe's
@@ -208,7 +208,7 @@ def stage_memory(
     ce = rc.cross_entropy
     ce_parts = [ce.saved_delta_bytes(c.layers, act_b) for c in chunks]
     gathered = None  # the peak moment's gathered weights and gradients (pipelined FSDP2)
-    if moments is not None and (len(chunks) > 1 or rc.gather_per_step):
+    if moments is not None:  # the callers pass them for several chunks or FSDP2 windows
         acts, gathered = _moment_peak(
             chunks, kept, working, ce_parts, moments, rc, tied_params, act_b, microbatches
         )
@@ -324,9 +324,7 @@ def chunk_output_bytes(chunk: Chunk, act_bytes: float) -> float:
     return _elements(last.output_shape) * act_bytes
 
 
-def receive_buffer_bytes(
-    chunk: Chunk, act_bytes: float, output: float | None = None
-) -> tuple[float, float]:
+def receive_buffer_bytes(chunk: Chunk, act_bytes: float, output: float) -> tuple[float, float]:
     """``(input, gradient)``: bytes of one micro-batch's forward receive buffer of ``chunk`` and
     of its gradient receive buffer under ``torch.distributed.pipelining``.
 
@@ -343,15 +341,13 @@ def receive_buffer_bytes(
     first_block_input_elements`: 0 for the model's first chunk, which starts with the
     embedding), the gradient the chunk's output (:func:`chunk_output_bytes`; 0 for the model's
     last chunk, the one with the loss), both at ``act_bytes`` per element; ``output``: the
-    chunk's :func:`chunk_output_bytes` where the caller has it.
+    chunk's :func:`chunk_output_bytes`, which the caller computes once per stage.
     """
     from perfmodel.workload.memory import first_block_input_elements
 
     inp = first_block_input_elements(layer_runs(chunk.layers)) * act_bytes
     layers = chunk.layers
     last = bool(len(layers)) and layers[-1].kind is LayerKind.LOSS
-    if output is None:
-        output = chunk_output_bytes(chunk, act_bytes)
     return float(inp), 0.0 if last else output
 
 

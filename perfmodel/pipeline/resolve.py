@@ -202,9 +202,7 @@ def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -
         return
     stage = f"zero={zero} (the scenario's)" if stated else f"ZeRO-{zero} (the preset's stage)"
     lower = f"zero={limit}" + (
-        f" (software deepspeed-zero{limit})"
-        if preset.name.startswith("deepspeed") and limit
-        else ""
+        f" (software deepspeed-zero{limit})" if _deepspeed_runs(preset.name, limit) else ""
     )
     raise InfeasiblePlanError(
         f"software {preset.name} with pp={pp}: {stage} is refused; the stack "
@@ -214,6 +212,18 @@ def check_pipeline_zero(preset: Any, zero: int, pp: int, stated: bool = False) -
         value=zero,
         where="zero" if stated else "software",
     )
+
+
+def _deepspeed_runs(name: str, limit: int) -> bool:
+    """Whether DeepSpeed's preset of ZeRO stage ``limit`` runs that stage with pipelining, so
+    that a refusal of stack ``name`` (a DeepSpeed one) may name it: the shipped
+    ``deepspeed-zero2`` and ``-zero3`` run at most ZeRO-1 there, so a restated limit of 2 is
+    answered by ``zero=2`` alone."""
+    from perfmodel.parallel.software import PRESETS
+
+    same = PRESETS.get(f"deepspeed-zero{limit}")
+    allowed = None if same is None else same.pipeline_max_zero
+    return name.startswith("deepspeed") and limit > 0 and allowed is not None and allowed >= limit
 
 
 #: The presets that shard weights under pipelining (FSDP2 with ``torch.distributed.pipelining``):
@@ -245,7 +255,8 @@ def gpus_beyond_nodes(n: int, have: int, per: int, system: str, nodes: Any) -> I
     """The refusal of ``n`` GPUs on ``nodes`` servers of ``system`` that have ``have`` GPUs,
     ``per`` on each server (``n > have``): it suggests only what is accepted,
     ``nodes=ceil(n / per)`` while that stays within
-    :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, else at most the GPUs there are (the keys as ``key=value``; the CLI writes them as its flags, ``--nodes 2``:
+    :data:`~perfmodel.topology.cluster.MAX_CLUSTER_GPUS`, else at most the GPUs there are
+    (the keys as ``key=value``; the CLI writes them as its flags, ``--nodes 2``:
     :func:`perfmodel.cli.predict_checks.name_the_flags`). ``predict``'s (:func:`_gpus_used`)
     and ``compare``'s, whose explicit ``--nodes`` caps its GPU counts as predict's does."""
     from perfmodel.topology.cluster import MAX_CLUSTER_GPUS

@@ -473,7 +473,7 @@ def pipeline_zero_note(rejected: Mapping[str, int], preset: Any) -> str:
     ''
     """
     n = int(rejected.get(PIPELINE_ZERO_REASON, 0))
-    limit = getattr(preset, "pipeline_max_zero", None)
+    limit = preset.pipeline_max_zero
     if not n or limit is None:
         return ""
     from perfmodel.pipeline.resolve import fsdp2_hint, pipeline_zero_limit

@@ -179,3 +179,22 @@ def test_context_collectives_beside_the_all_to_alls_stay_whole() -> None:
     assert sorted(c.phase for c in cps) == ["B", "F"]
     assert all(c.duration_s == c.full_s == pytest.approx(2e-3) for c in cps)
     assert _ep(chunk, "F") < _ep(chunk, "F", "full_s")
+
+
+def test_selective_recomputation_adds_its_rerun_to_the_backward_compute() -> None:
+    """Under selective recomputation a block's backward also re-runs a share of its forward
+    (as ``lowering._segment_sums`` charges it), and that compute hides the other phase's
+    all-to-alls too. Block 1 with half of each forward re-run: backward 2 + 0.5 x 1 = 2.5 ms,
+    so its 6 ms of forward all-to-all expose ``6 - 2.5 + 2.5 x 0.05 = 3.625`` ms (4.1 ms
+    without the rerun: the golden above); block 0's 8 + 2 = 10 ms hide all but 0.3 ms still."""
+    from perfmodel.parallel.segment_comm import SegmentCommContext, _block_overlap_shares
+
+    layers = _workload().layers
+    plan = ParallelismPlan(dp=2, ep=2, ep_overlap=True)
+    ctx = SegmentCommContext(
+        _Costs(), {"ep": (("g0", "g1"),)}, "ring", plan,  # type: ignore[arg-type]
+        selective_share=lambda layer: 0.5, chunk_layers=layers,
+    )  # fmt: skip
+    shares = _block_overlap_shares(layers, ctx)
+    assert shares[1][0] * 6e-3 == pytest.approx(3.625e-3)
+    assert shares[0][0] * 6e-3 == pytest.approx(0.3e-3)

@@ -125,8 +125,9 @@ def test_a_derived_stack_inherits_the_refusal() -> None:
 def test_fsdp_counts_as_stage_three() -> None:
     """FSDP is ZeRO-3 sharding: a stack stating a limit below 3 refuses it with pipelining."""
     keys = dict(software="fsdp", pp=2, dp=4, software_options={"pipeline_max_zero": 1})
-    with pytest.raises(InfeasiblePlanError, match=r"software fsdp with pp=2: ZeRO-3"):
+    with pytest.raises(InfeasiblePlanError, match=r"software fsdp with pp=2: ZeRO-3") as exc:
         resolve(_scenario(**keys))
+    assert "fsdp or torchtitan" not in str(exc.value)  # the refused stack is one of them
     check_pipeline_zero(get_preset("fsdp"), 3, 8)  # no limit stated: nothing refused
 
 
@@ -144,3 +145,12 @@ def test_the_lowering_tests_still_draw_pipelined_zero3() -> None:
     assert sc is not None
     plan = resolve(sc).plan
     assert (plan.pp, plan.zero, plan.fsdp) == (2, 3, False)
+
+
+def test_a_restated_limit_names_no_preset_that_is_refused_too() -> None:
+    """DeepSpeed ZeRO-3 restated to run ZeRO-2 with pipelining refuses ZeRO-3 and suggests
+    ``zero=2`` alone: the shipped ``deepspeed-zero2`` runs at most ZeRO-1 there (final21c)."""
+    keys = dict(software="deepspeed-zero3", pp=2, dp=4, software_options={"pipeline_max_zero": 2})
+    with pytest.raises(InfeasiblePlanError, match=r"or zero=2 with pp=2") as exc:
+        resolve(_scenario(**keys))
+    assert "deepspeed-zero2" not in str(exc.value)

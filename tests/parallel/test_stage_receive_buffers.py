@@ -18,7 +18,7 @@ from pipelined_lowerings import torchtitan
 
 from perfmodel.dtypes import Precision
 from perfmodel.parallel.lowering import _elements
-from perfmodel.parallel.stage_memory import receive_buffer_bytes
+from perfmodel.parallel.stage_memory import chunk_output_bytes, receive_buffer_bytes
 from perfmodel.workload.memory import full_recompute_bytes
 
 MIB4 = 2 * 1024 * 1024 * 2  # mb 2 x seq 1024 x hidden 1024, bf16: 4 MiB
@@ -30,8 +30,8 @@ def test_buffer_sizes_by_hand() -> None:
     the loss's)."""
     low = torchtitan(interleave=1, schedule="1f1b", global_batch=32)
     first, last = low.chunks
-    assert receive_buffer_bytes(first, 2) == (0.0, MIB4)
-    assert receive_buffer_bytes(last, 2) == (MIB4, 0.0)
+    assert receive_buffer_bytes(first, 2, chunk_output_bytes(first, 2)) == (0.0, MIB4)
+    assert receive_buffer_bytes(last, 2, chunk_output_bytes(last, 2)) == (MIB4, 0.0)
 
 
 def test_one_f_one_b_first_stage_by_hand() -> None:
