@@ -65,8 +65,8 @@ class CommCostModel(AnalyticCommModel):
         self, o: CollectiveOp, m: float, members: tuple[str, ...], algo: Algorithm, no_cpu: bool
     ) -> CommResult:
         """:meth:`AnalyticCommModel._priced`, or the flow replay's result (simulated fidelity)."""
-        if self.fidelity == "analytic":
-            return super()._priced(o, m, members, algo, no_cpu)
+        if self.fidelity == "analytic":  # AnalyticCommModel._priced, without its frame
+            return self.shared.analytic(o, m, members, algo, no_cpu)
         return self._simulated(o, m, members, algo)
 
     # ------------------------------------------------------------------ simulated

@@ -236,6 +236,12 @@ class ComputeModel:
         # repeated layers of a transformer ask for the same few shapes hundreds of times
         self._gemm_cache: dict[tuple[GemmShape, DType], GemmEfficiency] = {}
         self._attention_cache: dict[tuple[AttentionShape, object], AttentionEfficiency] = {}
+        # ComputeParams.peak and uses_tensor_cores per dtype: pure functions of the dtype once
+        # the (frozen) params are fixed, read ~8 times by every new layer shape (issue 27)
+        self._peaks: dict[DType, float] = {}
+        self._tensor_cores: dict[DType, bool] = {}
+        #: achieved memory bandwidth, B/s: the product :meth:`_mem_time` divides by
+        self._mem_Bps = self._params.memory_bandwidth_Bps * self._params.memory_efficiency
 
     @property
     def gpu(self) -> GPUSpec:
@@ -248,6 +254,20 @@ class ComputeModel:
         them)."""
         return self._params
 
+    def _peak(self, dtype: DType) -> float:
+        """:meth:`ComputeParams.peak` of ``dtype`` (kept per dtype; raises as it does)."""
+        got = self._peaks.get(dtype)
+        if got is None:
+            got = self._peaks[dtype] = self._params.peak(dtype)
+        return got
+
+    def _uses_tc(self, dtype: DType) -> bool:
+        """:meth:`ComputeParams.uses_tensor_cores` of ``dtype`` (kept per dtype)."""
+        got = self._tensor_cores.get(dtype)
+        if got is None:
+            got = self._tensor_cores[dtype] = self._params.uses_tensor_cores(dtype)
+        return got
+
     # -- building blocks -----------------------------------------------------------------
     def gemm(self, gemm: GemmShape, dtype: DType) -> GemmEfficiency:
         """Tile/wave efficiency of ``gemm`` in ``dtype`` on this GPU (memoised per model)."""
@@ -255,15 +275,15 @@ class ComputeModel:
         hit = self._gemm_cache.get(key)
         if hit is not None:
             return hit
-        p = self.params
-        tc = p.uses_tensor_cores(dtype)
+        p = self._params
+        tc = self._uses_tc(dtype)
         ceiling = p.gemm_ceiling(dtype) if tc else p.cuda_core_efficiency
         hit = gemm_efficiency(
             gemm,
             sm_count=p.sm_count,
             ceiling=ceiling,
             tiles=p.tensor_core_tiles if tc else p.cuda_core_tiles,
-            k_overhead=p.k_overhead_for(dtype, p.peak(dtype) * ceiling),
+            k_overhead=p.k_overhead_for(dtype, self._peak(dtype) * ceiling),
             split_k_efficiency=p.split_k_efficiency,
         )
         return keep(self._gemm_cache, key, hit, GEMM_MEMO_SIZE)
@@ -345,19 +365,15 @@ class ComputeModel:
         return keep(self._attention_cache, key, e, ATTENTION_MEMO_SIZE)
 
     def _mem_time(self, nbytes: float) -> float:
-        return nbytes / (self.params.memory_bandwidth_Bps * self.params.memory_efficiency)
+        return nbytes / self._mem_Bps
 
     def _scalar_time(self, flop: float) -> float:
-        p = self.params
-        return flop / (p.peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency)
+        p = self._params
+        return flop / (self._peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency)
 
     def _winograd(self, layer: LayerCost, dtype: DType) -> float:
         """Rate multiplier of FP32 3x3 stride-1 convolutions (Winograd), else 1."""
-        if (
-            layer.kind is not LayerKind.CONV
-            or layer.gemm is None
-            or self.params.uses_tensor_cores(dtype)
-        ):
+        if layer.kind is not LayerKind.CONV or layer.gemm is None or self._uses_tc(dtype):
             return 1.0
         g = layer.gemm
         if g.batch != 1 or g.k % 9:
@@ -384,7 +400,7 @@ class ComputeModel:
         rate_multiplier: float = 1.0,
         grouped: bool = False,
     ) -> tuple[float, Bound, GemmEfficiency | None]:
-        p = self.params
+        p = self._params
         launch = kernels * p.kernel_launch_s
         if flop <= 0 and nbytes <= 0:
             return 0.0, Bound.MEMORY, None
@@ -394,12 +410,12 @@ class ComputeModel:
         elif grouped:  # expert GEMMs: per-stream launches beyond the layer's own
             eff, launches = self.grouped_gemm(gemm, dtype)
             launch += (launches - 1) * p.kernel_launch_s
-            t_c = flop / (p.peak(dtype) * eff.efficiency * rate_multiplier)
+            t_c = flop / (self._peak(dtype) * eff.efficiency * rate_multiplier)
         else:
             eff = self.gemm(gemm, dtype)
             factor = eff.efficiency * (p.conv_efficiency if conv else 1.0) * rate_multiplier
-            t_c = flop / (p.peak(dtype) * factor)
-        t_m = self._mem_time(nbytes)
+            t_c = flop / (self._peak(dtype) * factor)
+        t_m = nbytes / self._mem_Bps  # _mem_time
         bound = Bound.COMPUTE if t_c >= t_m else Bound.MEMORY
         return self._combine(t_c, t_m, None if conv else gemm, dtype) + launch, bound, eff
 
@@ -408,7 +424,7 @@ class ComputeModel:
         tensor-core GEMM (:func:`~perfmodel.compute.gemm.gemm_roofline_time`, the domain of its
         fit: matrix multiplications), the sharp roofline otherwise (no GEMM, CUDA-core GEMMs,
         and implicit-GEMM convolutions, whose cuDNN kernels no table of the fit measured)."""
-        if gemm is None or not self.params.uses_tensor_cores(dtype):
+        if gemm is None or not self._uses_tc(dtype):
             return max(t_c, t_m)
         return gemm_roofline_time(t_c, t_m)
 
@@ -463,11 +479,15 @@ class ComputeModel:
         FP8 GEMM passes run at :func:`fp8_ceiling` of the pass's accumulation mode (the
         model's ``fp8_recipe``).
         """
-        prec = Precision.parse(precision, where="precision")
+        prec = (  # a member as is (Precision.parse returns it)
+            precision
+            if type(precision) is Precision
+            else Precision.parse(precision, where="precision")
+        )
         if layer.measured is not None:
             return self._measured_time(layer)
         dtype = layer_matmul_dtype(layer, prec)
-        p = self.params
+        p = self._params
         g = layer.gemm
         conv = layer.kind is LayerKind.CONV
         if conv and dtype is DType.FP32 and p.fp32_conv_tf32 and DType.TF32 in p.peak_flops:
@@ -484,7 +504,7 @@ class ComputeModel:
         fp8_rates = self._fp8_rates(layer, dtype)
         kernels_fwd = max(layer.kernels, 1)
         transpose_s = 0.0
-        if conv and p.conv_layout == "nchw" and p.uses_tensor_cores(dtype):
+        if conv and p.conv_layout == "nchw" and self._uses_tc(dtype):
             io_bytes = max(layer.fwd_bytes - layer.params * prec.param_bytes, 0.0)
             transpose_s = self._mem_time(2.0 * io_bytes) + 2 * p.kernel_launch_s
         host = p.host_dispatch_s
@@ -590,7 +610,7 @@ class ComputeModel:
 
         The GPU side of those launches is :mod:`perfmodel.compute.grouped`'s.
         """
-        host = self.params.host_dispatch_s
+        host = self._params.host_dispatch_s
         g = layer.gemm
         if not grouped or host <= 0 or g is None or g.batch <= 1:
             return 0.0, 0.0
@@ -635,7 +655,7 @@ class ComputeModel:
         both operand gradients; ``(t_in, 0, host s)``."""
         g = layer.gemm
         assert g is not None
-        host = self.params.host_dispatch_s
+        host = self._params.host_dispatch_s
         k_in, _ = self._bwd_kernel_split(layer, False)
         if layer.bwd_kernels is None:
             k_in = 2 * max(layer.kernels, 1)
@@ -659,7 +679,7 @@ class ComputeModel:
         autocast cast back to FP32; ``(t_in, t_w, cast s so far, host s)``."""
         g = layer.gemm
         assert g is not None
-        host = self.params.host_dispatch_s
+        host = self._params.host_dispatch_s
         cast_in_bytes, cast_w, cast_w_kernels = casts
         t_in = t_w = 0.0
         has_in = layer.bwd_input_flop > 0
@@ -731,7 +751,7 @@ class ComputeModel:
         """Backward of a layer without a GEMM (memory-bound): the input-gradient and
         weight-gradient kernels, and the weight gradient's cast back to FP32;
         ``(t_in, t_w, cast s so far, host s)``."""
-        host = self.params.host_dispatch_s
+        host = self._params.host_dispatch_s
         t_in = t_w = 0.0
         cast_back = cast_w
         has_in = bool(layer.bwd_input_flop or bytes_in)
@@ -756,7 +776,7 @@ class ComputeModel:
         time at the achieved bandwidth plus a launch each); 0 without bytes."""
         if nbytes <= 0:
             return 0.0
-        return self._mem_time(nbytes) + kernels * self.params.kernel_launch_s
+        return nbytes / self._mem_Bps + kernels * self._params.kernel_launch_s
 
     def _fp8_rates(self, layer: LayerCost, dtype: DType) -> tuple[float, float, float]:
         """Rate multipliers of the forward, input-gradient and weight-gradient GEMMs of an FP8
@@ -800,7 +820,7 @@ class ComputeModel:
             )
         k_f = max(layer.kernels, 1)
         k_b = 2 * k_f if layer.bwd_kernels is None else layer.bwd_kernels
-        host = self.params.host_dispatch_s
+        host = self._params.host_dispatch_s
         return LayerTime(
             m.fwd_s,
             m.bwd_s,

@@ -170,15 +170,13 @@ class SystemCosts:
         self.comm = CommCostModel(topology, link_params=link_params, fidelity=fidelity)
         self.link_params = link_params
         self._by_layer: dict[
-            int, tuple[LayerCost, tuple[float, float, float], tuple[float, float]]
+            int, tuple[LayerCost, tuple[tuple[float, float, float], tuple[float, float]]]
         ] = {}
-        self._collective_cache: dict[tuple[Any, ...], float] = {}
-        #: ``CommResult.latency_s`` of each collective :meth:`collective_time` priced
-        self._latency_cache: dict[tuple[Any, ...], float] = {}
+        #: ``(time_s, latency_s, algorithm)`` of the ``CommResult`` of each collective
+        #: :meth:`collective_time` priced, by ``(op, bytes, group, algorithm)``
+        self._collectives: dict[tuple[Any, ...], tuple[float, float, Any]] = {}
         #: :func:`ring_sharing_factor` per set of concurrent groups (:meth:`concurrent_time`)
         self._factors: dict[tuple[tuple[str, ...], ...], float] = {}
-        #: ``CommResult.algorithm`` of each collective :meth:`collective_time` priced
-        self._algorithm_cache: dict[tuple[Any, ...], Any] = {}
         #: :meth:`concurrent_time` values by ``(op, bytes, concurrent_key)`` (:meth:`concurrent_keyed`)
         self._by_concurrent_key: dict[tuple[Any, ...], float] = {}
         #: whether :meth:`concurrent_key` gives keys (``False``: every call priced as before;
@@ -212,12 +210,11 @@ class SystemCosts:
         src = layer.cost_source()
         hit = self._by_layer.get(id(src))
         if hit is not None and hit[0] is src:
-            return hit[1], hit[2]
+            return hit[1]  # the pair as kept (no new tuple a call)
         lt = self._layer(src)
         times = (float(lt.fwd_s), float(lt.bwd_input_s), float(lt.bwd_weight_s))
         host = (float(lt.host_fwd_s), float(lt.host_s - lt.host_fwd_s))
-        keep(self._by_layer, id(src), (src, times, host), _LAYER_MEMO_SIZE)
-        return times, host
+        return keep(self._by_layer, id(src), (src, (times, host)), _LAYER_MEMO_SIZE)[1]
 
     def layer_time(self, layer: LayerCost) -> tuple[float, float, float]:
         return self._layer_times(layer)[0]
@@ -267,16 +264,12 @@ class SystemCosts:
             return 0.0
         # memoised before CommCostModel's own cache, which validates the group on every call
         key = (op, message_bytes, tuple(group), algorithm)
-        hit = self._collective_cache.get(key)
+        hit = self._collectives.get(key)
         if hit is None:
             result = self.comm.collective(op, message_bytes, key[2], algorithm=algorithm)
-            # the three memos take the same keys in the same order under one bound, so they
-            # drop the same oldest key together: a key in one is in all three
-            size = COMM_MEMO_SIZE
-            hit = keep(self._collective_cache, key, float(result.time_s), size)
-            keep(self._latency_cache, key, float(result.latency_s), size)
-            keep(self._algorithm_cache, key, result.algorithm, size)
-        return hit
+            hit = (float(result.time_s), float(result.latency_s), result.algorithm)
+            keep(self._collectives, key, hit, COMM_MEMO_SIZE)
+        return hit[0]
 
     def concurrent_time(
         self,
@@ -316,7 +309,7 @@ class SystemCosts:
         if factor == 1.0:
             return base
         # the latency of the result collective_time priced (the comm model's same answer)
-        lat = self._latency_cache[(op, message_bytes, group, algorithm)]
+        lat = self._collectives[(op, message_bytes, group, algorithm)][1]
         lat = min(max(lat, 0.0), base)
         return lat + (base - lat) * factor
 
@@ -381,8 +374,8 @@ class SystemCosts:
         factor = key[2]
         if factor is not None and value != 0.0:
             value = self._stretched(op, message_bytes, g0, algorithm, value, factor)
-        got = self._algorithm_cache.get((op, message_bytes, g0, algorithm))
-        if got is not None and got in BY_GROUP_NUMBERS:
+        got = self._collectives.get((op, message_bytes, g0, algorithm))
+        if got is not None and got[2] in BY_GROUP_NUMBERS:
             keep(self._by_concurrent_key, k, value, COMM_MEMO_SIZE)
         return value
 

@@ -491,11 +491,17 @@ def _symmetry_of_pattern(topology: Topology, pattern: ReplicaPattern) -> ServerS
         for srv in servers:
             exit_lids[srv] = exits_here
             shared[srv] = pairs
-    by_local = ServerMap(by_name, lambda srv: {lid: prefix(srv) + lid for lid in lid_order})
-    exits = ServerMap(
-        by_name,
-        lambda srv: tuple(prefix(srv) + lid for lid in lid_order if lid in exit_lids[srv]),
-    )
+
+    def local_names(srv: int) -> dict[str, str]:  # the prefix made once per server (issue 27)
+        p = prefix(srv)
+        return {lid: p + lid for lid in lid_order}
+
+    def exit_names(srv: int) -> tuple[str, ...]:
+        p, out = prefix(srv), exit_lids[srv]
+        return tuple([p + lid for lid in lid_order if lid in out])
+
+    by_local = ServerMap(by_name, local_names)
+    exits = ServerMap(by_name, exit_names)
     twin = {  # all servers are alike inside: the twin is server 0 where its exits suffice
         srv: 0
         for srv in by_name

@@ -76,8 +76,8 @@ def test_concurrent_time_keeps_the_factor_per_groups(monkeypatch) -> None:
 def test_bounded_memos_answer_as_unbounded(monkeypatch) -> None:
     """Memos of one entry (:data:`~perfmodel.parallel.costs.COMM_MEMO_SIZE`,
     :data:`~perfmodel.parallel.costs.PRICES_SIZE`) drop each entry at the next new key and
-    answer as the shipped bounds: the collective, latency and algorithm memos drop the same
-    key together, so a concurrent collective priced again after another still finds its
+    answer as the shipped bounds: a collective's time, latency and algorithm are one entry,
+    dropped together, so a concurrent collective priced again after another still finds its
     latency (rev28: a sweep in one process grew them without end)."""
     import perfmodel.parallel.costs as costs_mod
 
