@@ -69,8 +69,8 @@ def bucket_ranges(
                     reps = room // d
                     if reps > 0:
                         period = out[n0:]
-                        for r in range(1, reps + 1):
-                            out += [(a - r * d, b - r * d) for a, b in period]
+                        for r in range(d, reps * d + 1, d):  # r: each period's shift
+                            out += [(a - r, b - r) for a, b in period]
                         i -= reps * d
                         if top is not None:
                             top -= reps * d  # the open bucket as far above i as before

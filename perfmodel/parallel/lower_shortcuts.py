@@ -235,6 +235,7 @@ class LoweringShortcuts:
         seg_memo: dict[tuple[object, ...], object] = {}  # identical blocks' segments: summed once
         share = rc.selective_recompute.share_for(wl)
         memo_key = self._chunk_memo_key(plan)
+        bucket, cp_impl = rc.bucket_bytes if self.overlap else None, CPImpl.for_fusion(rc.fusion)
         for k, ids in enumerate(parts):
             s = k % self.P
             group = pl.dp_group(0, 0) if self.owt else pl.tp_group(0, s)
@@ -251,7 +252,7 @@ class LoweringShortcuts:
                     self.costs,
                     plan,
                     group,
-                    bucket_bytes=rc.bucket_bytes if self.overlap else None,
+                    bucket_bytes=bucket,
                     first_bucket_bytes=rc.first_bucket_bytes,
                     by_block=self.by_unit,
                     algorithm=self.alg,
@@ -260,7 +261,7 @@ class LoweringShortcuts:
                     selective_share=share,
                     comm_groups=self.expert_context_groups(s),
                     seg_memo=seg_memo,  # type: ignore[arg-type]
-                    cp_impl=CPImpl.for_fusion(rc.fusion),
+                    cp_impl=cp_impl,
                     tp_used=tp_used,
                 )
             )

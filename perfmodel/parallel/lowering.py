@@ -48,7 +48,13 @@ from perfmodel.parallel.bucket_walk import bucket_ranges
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.memory import PlanMemory
-from perfmodel.parallel.partition import block_count, block_runs, take_layers, unit_ids
+from perfmodel.parallel.partition import (
+    block_count,
+    block_runs,
+    take_layers,
+    unit_bounds,
+    unit_ids,
+)
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.plan import CPComm, ParallelismPlan, Recompute
 from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe
@@ -423,7 +429,9 @@ def _shifted_chunk(
     layers are copies of the same block layers (the same output shapes) and the blocks as
     many. So each segment is ``seen``'s under its ids shifted, as :func:`build_chunk` gives it
     through its shape memo (issue 27: the middle stages of a GPT-3 175B plan, ~40-190 bucket
-    segments each, walked and copied once per stage before).
+    segments each, walked and copied once per stage before). A segment's ids are consecutive
+    (:func:`_chunk_key` keys only a chunk of consecutive ids, and a segment's sorted ids are
+    consecutive positions of them), so ``range(first + d, last + d + 1)`` is each plus ``d``.
 
     A segment copy here and in :func:`build_chunk`'s shape memo is :func:`_with_layers`."""
     seen = None if key is None else seg_memo.get(key)
@@ -436,11 +444,9 @@ def _shifted_chunk(
             return None
     d = first_id - first0
     segs = []
-    for x in chunk.segments:  # ``x`` under its ids plus ``d`` (a range where consecutive)
+    for x in chunk.segments:  # ``x`` under its ids plus ``d`` (consecutive: see build_chunk)
         ids = x.layers
-        a, n = ids[0] + d, len(ids)
-        moved = tuple(range(a, a + n)) if ids[-1] + d - a + 1 == n else tuple(i + d for i in ids)
-        segs.append(_with_layers(x, moved))
+        segs.append(_with_layers(x, tuple(range(ids[0] + d, ids[-1] + d + 1))))
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)
     return Chunk(tuple(segs), chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept, chunk)
 
@@ -508,9 +514,12 @@ def _with_layers(seg: Segment, ids: tuple[int, ...]) -> Segment:
     speed13h measured the call at ~5% of a warm chunk rebuild, ~0.03 ms a plan)."""
     fields_ = seg.__dict__.copy()
     fields_["layers"] = ids
-    new = object.__new__(Segment)
-    object.__setattr__(new, "__dict__", fields_)
+    new = _new_object(Segment)
+    _set_attribute(new, "__dict__", fields_)
     return new
+
+
+_new_object, _set_attribute = object.__new__, object.__setattr__  # read once (_with_layers)
 
 
 def _segment_ids(
@@ -528,7 +537,9 @@ def _segment_ids(
     """A chunk's segments' sorted layer ids in forward order: :func:`_segment_groups`, or for
     a bucketed chunk of consecutive ids the same buckets walked as id ranges
     (:func:`~perfmodel.parallel.bucket_walk.bucket_ranges`: a stack's repeating blocks walked
-    once; ``bucket_walk.RANGES``)."""
+    once; ``bucket_walk.RANGES``), or for a chunk of consecutive ids split by block its units
+    as ranges (:func:`~perfmodel.parallel.partition.unit_bounds`: the same ids, not listed
+    and sorted)."""
     if bucket_walk.RANGES and contiguous and not by_block and bucket_bytes is not None:
         if copies is not None:
             start, end = copies.start, copies.end
@@ -548,6 +559,9 @@ def _segment_ids(
             lambda i: source(i).params,
         )
         return [tuple(range(a, b + 1)) for a, b in reversed(ranges)]
+    if contiguous and by_block:  # _segment_groups' units, read as ranges
+        lo = layer_ids[0]
+        return [tuple(range(lo + a, lo + b)) for a, b in unit_bounds(layers)]
     groups = _segment_groups(
         workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
         exclude_sharded, grad_b,
@@ -657,6 +671,10 @@ class _StackCopies:
 
     __slots__ = ("block", "end", "layers", "p", "start")
 
+    #: The last layers :meth:`of` read and its answer (the layers kept, so their identity
+    #: stays theirs): a lowering asks it of one workload's layers for every chunk.
+    _last: tuple[Sequence[LayerCost], _StackCopies | None] | None = None
+
     def __init__(
         self, layers: Sequence[LayerCost], start: int, block: tuple[LayerCost, ...], copies: int
     ) -> None:
@@ -665,11 +683,13 @@ class _StackCopies:
 
     @classmethod
     def of(cls, layers: Sequence[LayerCost]) -> _StackCopies | None:
+        last = cls._last
+        if last is not None and last[0] is layers:
+            return last[1]
         wc = whole_copies(layers)
-        if wc is None or not wc[1]:
-            return None
-        start, block, blocks = wc
-        return cls(layers, start, tuple(block), len(blocks))
+        copies = None if wc is None or not wc[1] else cls(layers, wc[0], tuple(wc[1]), len(wc[2]))
+        cls._last = (layers, copies)
+        return copies
 
     def source(self, i: int) -> LayerCost:
         """A layer equal to layer ``i`` in every cost field (its block layer where ``i`` is a
@@ -740,6 +760,7 @@ def _segment_sums(
     act = flop = 0.0
     fwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
     bwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
+    layer_time, linear, expert_role = costs.layer_time, LayerKind.LINEAR, ExpertRole.EXPERT
     for r, (unit, _, n) in enumerate(runs):
         uf = ubi = ubw = urc = urs = 0.0
         uact = uflop = 0.0
@@ -749,10 +770,10 @@ def _segment_sums(
         for j, layer in enumerate(unit):
             if not (exclude_sharded and (layer.fwd_comm or layer.bwd_comm)):
                 udp += layer.params
-            if layer.expert_role is ExpertRole.EXPERT:
+            if layer.expert_role is expert_role:
                 uexpert += layer.params
-            lf, lbi, lbw = costs.layer_time(layer)
-            rs = lf if _tp_reduce_scattered(layer) else 0.0
+            lf, lbi, lbw = layer_time(layer)
+            rs = lf if layer.kind is linear and _tp_reduce_scattered(layer) else 0.0
             if n == 1:  # layer by layer into the totals, as before
                 f += lf
                 rs_f += rs
@@ -772,8 +793,10 @@ def _segment_sums(
                 if shares:
                     urc += lf * shares[r][j]
             params += n * layer.params
-            ufwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.fwd_comm]
-            ubwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.bwd_comm]
+            if layer.fwd_comm:
+                ufwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.fwd_comm]
+            if layer.bwd_comm:
+                ubwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.bwd_comm]
         if n > 1:
             f += n * uf
             rs_f += n * urs

@@ -64,6 +64,11 @@ def unit_ids(layers: Sequence[LayerCost]) -> list[list[int]]:
     return [list(range(a, b)) for a, b, _ in _unit_spans(layers)]
 
 
+def unit_bounds(layers: Sequence[LayerCost]) -> list[tuple[int, int]]:
+    """:func:`unit_ids` as ``(first, end)`` index ranges (``range(first, end)`` each)."""
+    return [(a, b) for a, b, _ in _unit_spans(layers)]
+
+
 def take_layers(
     layers: Sequence[LayerCost], ids: Sequence[int], contiguous: bool
 ) -> Sequence[LayerCost]:

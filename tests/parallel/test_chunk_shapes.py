@@ -268,3 +268,26 @@ def test_a_segment_crossing_the_copies_end_is_priced_itself(
     assert fast == slow
     # the numbers of the earlier segment of that shape, under the crossing one's ids, differ
     assert dataclasses.replace(fast.segments[inside.index(shape)], layers=last) != fast.segments[-1]
+
+
+def test_block_units_read_as_ranges_are_the_listed_units() -> None:
+    """A chunk of consecutive ids split by block (ZeRO-3/FSDP units): ``_segment_ids`` reads
+    the units as id ranges (``partition.unit_bounds``), the same tuples as the listed and
+    sorted units of ``_segment_groups``, for chunks cut at blocks and elsewhere, inside and
+    around the stack's copies."""
+    from perfmodel.workload.zoo import build_model
+
+    wl = build_model("gpt", batch_size=1, **GPT)
+    copies = lowering._StackCopies.of(wl.layers)
+    assert copies is not None
+    p, n = copies.p, len(wl.layers)
+    cuts = [(0, n), (0, copies.start + p), (copies.start + p, copies.start + 3 * p)]
+    cuts += [(copies.start + 2, copies.end + 1), (1, 3), (copies.end - 1, n)]
+    for lo, hi in cuts:
+        ids = list(range(lo, hi))
+        layers = wl.layers[lo:hi]
+        args = (None, None, False, 2.0)
+        ranges = lowering._segment_ids(wl, ids, layers, copies, True, True, *args)
+        groups = lowering._segment_groups(wl, ids, layers, copies, True, *args)
+        assert ranges == [tuple(sorted(g)) for g in reversed(groups)]
+        assert len(ranges) > 1 or hi - lo < p
