@@ -102,6 +102,7 @@ class PipelineLowering(
         self._run_memo: dict[tuple[int, int, int, int], tuple] = {}  # lower_hidden._run_sums
         self._fine_memo: dict[tuple[int, int], list] = {}  # lower_hidden._fine_segments
         self._chain_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_static
+        self._chain_classes_memo: dict[int, tuple[list[int], list[int]]] = {}  # _chain_classes
         self._sums: dict[int, tuple[float, float, float, float]] = {}
         self._rs_sums: dict[int, float] = {}  # chunk_rs_sum
         # (phase, compute, TP, reduce-scattered) seconds -> tp_overlapped's (a pure function)

@@ -1,0 +1,255 @@
+"""Gather chains of the lowering's hidden gathers, in the analytic list schedule's graph only:
+doors :class:`~perfmodel.parallel.lower_hidden.HiddenCollectives` inherits and
+:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.lower_gather_runs` calls.
+
+An operation whose segments each wait for their parameter gather, every segment an operation
+task (or a hidden gather run lowered as one), is one
+:class:`~perfmodel.parallel.taskgraph.ChainTask` whose list schedule is the fine tasks'
+recurrence (:meth:`GatherChains._chain_static`; ``perfmodel.sim.chains``; docs/design.md
+"Gather chains"). The methods read the lowering's state and
+:class:`~perfmodel.parallel.lower_hidden.HiddenCollectives`' per-plan memos
+(``_fine_segments``, ``_run_sums``) through ``self``.
+"""
+
+from __future__ import annotations
+
+from perfmodel.parallel.lowering import Chunk
+from perfmodel.parallel.taskgraph import (
+    CHAIN,
+    SENT,
+    ChainRun,
+    ChainSegment,
+    ChainStatic,
+    CommSpec,
+    Task,
+    TaskKind,
+)
+
+#: An operation lowered as runs with hidden gathers (:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.gather_runs`):
+#: per segment in operation order ``(compute before the TP overlap's adjustment, compute, TP
+#: seconds, gather seconds, reduction seconds, may join a run)``, the runs ``(i0, i1)`` (none:
+#: every segment as the fine loop lowers it), the gradient reduction's operation and per
+#: segment the gather's and the reduction's :class:`CommSpec` and its overlapped TP
+#: collective's exposed tail (seconds).
+GatherPlan = tuple[
+    tuple[tuple[float, float, float, float, float, bool], ...],
+    tuple[tuple[int, int], ...],
+    object,
+    tuple[tuple[CommSpec, CommSpec | None, float], ...],
+]
+
+#: What :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.lower_gather_runs` emits a gather chain from, the same for
+#: every micro-batch of an operation of a (stage, chunk, pass) (made once per lowering:
+#: :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives._chain_static`): the :class:`ChainStatic`, the longest compute
+#: (seconds), the offsets from the chain's id of its last two marks (the next gathers'
+#: anchors: ``CHAIN + (n - 2) * SENT``, ``CHAIN + (n - 1) * SENT``) and of its last
+#: reduction's end (``CHAIN + n * SENT``; 0: the operation does not reduce), and how many
+#: items (segments and runs) it stands for.
+ChainTemplate = tuple[ChainStatic, float, int, int, int, int]
+
+
+def _segment_then(
+    op_tasks: bool, overlap: bool, c_s: float, tp_s: float, tail: float
+) -> tuple[float] | None:
+    """A gather plan segment's operation-task ``then_s`` (``None``: refused, a plain compute
+    task), read by :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives._fine_segments` and ``_chain_items``: with
+    operation tasks on (``op_tasks``), one where
+    :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task` is exact: no TP
+    collective (``(0.0,)``), one after the compute of ``c_s`` seconds (``overlap`` off:
+    ``(tp_s,)``), or one beside it within it (``tp_s <= c_s``: its exposed ``tail``)."""
+    if op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s):
+        return (0.0 if tp_s <= 0 else tp_s if not overlap else tail,)
+    return None
+
+
+class GatherChains:
+    """Gather chains of a :class:`~perfmodel.parallel.lower_pipeline.PipelineLowering` (see
+    the module docstring)."""
+
+    #: Whether an operation whose every segment waits for its gather outside any run, each an
+    #: operation task, is one gather chain (:meth:`_chain_static`; tests compare both ways).
+    CHAINS = True
+
+    #: Whether :meth:`_chain_items` reads each segment's seconds, groups and operation task
+    #: off the plan's rows and specs directly instead of through :meth:`_fine_segments` (the
+    #: same values, without the fine loop's labels, which a chain never reads; tests compare
+    #: both ways).
+    CHAIN_DIRECT = True
+
+    #: Whether :meth:`_chain_classes` keeps a gather plan's classes of segments per rows
+    #: object, for every plan that shares those rows (tests compare with the classes found
+    #: per plan).
+    SHARED_CLASSES = True
+
+    def _chain_static(
+        self, plan: GatherPlan, k: int, ch: Chunk, phase: str
+    ) -> ChainTemplate | None:
+        """Where :meth:`lower_gather_runs` lowers an operation of ``plan`` on chunk ``k``
+        (``ch``, phase ``phase``) as segments outside runs, each a gather, an operation task
+        (``then``, :meth:`_fine_segments`) and, ``reducing``, a gradient reduction, and hidden
+        gather runs, each lowered by :meth:`_lower_run` as two gathers, one run task
+        (:meth:`_run_task`) and, ``reducing``, a lead and a summary reduction:
+        its :data:`ChainTemplate` (the same for every micro-batch: computed once per
+        lowering), else ``None`` (a segment whose TP is not in its task, or
+        a run not lowered as one task: TP beside the compute; gathers and reductions on one
+        stream, whose free times ``_chain`` tracks apart: a stream-sharing recipe gets the fine
+        tasks).
+
+        Exact: those fine tasks are consecutive in the graph, each segment's gather waiting on
+        the anchor before it (the first two on the stage's last two computes, ``a0`` and
+        ``a1``; then on the first compute two segments back), its compute on the previous
+        compute (the operation's dependencies for the first) and its gather, its reduction on
+        its compute; nothing outside waits on any of them but the next gathers (on the last
+        two computes' first compute: marks ``n - 2`` and ``n - 1``), the optimizer (on every
+        reduction: their ends rise in program order on one stream, so the last one's, mark
+        ``n``) and the operation's successors (on its last task). The list schedule of the
+        chain (``perfmodel.sim.engine`` ``_chain``) is theirs, with the same additions in the
+        same order, so every time is bit for bit the fine tasks'; the breakdown reads each
+        gather, compute, TP piece and reduction where it ran, with the fine tasks' classes
+        (``perfmodel.report.step_breakdown``). An FSDP step of GPT-3 175B on 1024 A100 (dp8
+        tp16 pp8, micro-batch 1, interleaved) is gather-bound (8.7 ms gathers against 3.2 ms
+        forward segments): 94,106 tasks before, one per operation and send now.
+
+        A run is the same argument over its fine tasks (``perfmodel.sim.engine``
+        ``_chain_runs``): its first gather waits on the anchor two back, its second on the
+        anchor one back (both on the gather stream, in that order), its run task on the
+        previous task and its first gather, the next gathers on the run task's pieces 2 and 4
+        (two marks: :func:`~perfmodel.parallel.taskgraph.piece_end` of the fine graph), its
+        lead on the run task's start (on the device's ``grad-lead`` stream), its summary
+        reduction on its lead (on the reduction stream, in program order with the segments'
+        reductions: the last one's end is still the largest). The pp 16 FSDP plans of the
+        benchmark (dp2 tp32 pp16 and dp4 tp16 pp16 interleaved, micro-batch 8): 12,530 and
+        12,434 tasks before, 3,122 now.
+
+        Megatron-Core's first forward with overlapped ZeRO-1/2 gathers (:meth:`gather_runs`'
+        other case, 1F1B) is the same recurrence on the same gather history without
+        reductions, and takes a chain too outside a periodic extension's short schedule
+        (:meth:`lower_gather_runs`)."""
+        key = (id(plan), k)
+        hit = self._chain_memo.get(key)
+        if hit is None:
+            hit = self._chain_memo[key] = self._chain_items(plan, k, ch, phase) or False
+        return hit or None
+
+    def _chain_items(self, plan: GatherPlan, k: int, ch: Chunk, phase: str) -> ChainTemplate | None:
+        """:meth:`_chain_static` computed: its items (segments outside the runs, then runs, in
+        operation order), longest compute and mark offsets, or ``None`` where refused."""
+        rows, runs, _, specs = plan
+        starts = {i0: i1 for i0, i1 in runs}
+        if runs and not (self.tp_stream == "compute" and self.RUN_TASKS):
+            return None  # a run not lowered as one operation task
+        # a segment's (gather s, gather spec, compute s, then, reduction s, reduction spec):
+        # _fine_segments' entries but for the labels and TP seconds (issue 27: a new
+        # Megatron-Core plan's first forward made two label strings per bucket segment that
+        # no chain reads, ~0.15 ms of a GPT-3 175B pp8 plan)
+        fine = None if self.CHAIN_DIRECT else self._fine_segments(plan, k)
+        op_tasks, overlap = self.op_tasks, self.tp_overlap
+        classes = None if runs or fine is not None else self._chain_classes(rows, specs)
+        if classes is None:
+            reducing = any(r[4] for r in rows)
+        else:  # a segment repeats its class's first segment's row
+            reducing = any(rows[i][4] for i in classes[0])
+        s = k % self.P
+        gpu = self.gpu[s]
+        g_stream, grad_stream = self.rc.param_gather.stream, self.rc.grad_comm.stream
+        if g_stream == grad_stream:
+            return None  # _chain tracks the gather and the reduction stream's free times apart
+        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
+        items: list[ChainSegment | ChainRun] = []
+        uniq = items  # each item object once (the groups below)
+        c_max = 0.0
+        marks = 0
+        i = 0
+        n = len(rows)
+        make_segment = ChainSegment._make  # its length checked; no keyword parsing
+        if classes is not None:  # segments only: each class's item made once, then shared
+            uniq = []
+            for i in classes[0]:
+                (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = rows[i], specs[i]
+                then = _segment_then(op_tasks, overlap, c_s, tp_s, tail)
+                if then is None:
+                    return None  # its TP not in its task
+                r_grp = r_spec.group if r_spec is not None else ()
+                uniq.append(make_segment((g_s, c_s, then, red_s, g_spec.group, r_grp)))
+                if c_s > c_max:  # over every segment the same: a repeat is never larger
+                    c_max = c_s
+            items = [uniq[j] for j in classes[1]]
+            marks = i = n
+        while i < n:
+            if fine is None:  # _fine_segments' values, read here
+                (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = rows[i], specs[i]
+                then = _segment_then(op_tasks, overlap, c_s, tp_s, tail)
+            else:
+                g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ = fine[i]
+            i1 = starts.get(i)
+            if i1 is None:  # a segment: its gather, operation task and reduction
+                if then is None:
+                    return None  # its TP not in its task
+                r_grp = r_spec.group if r_spec is not None else ()
+                items.append(make_segment((g_s, c_s, then, red_s, g_spec.group, r_grp)))
+                if c_s > c_max:  # max(c_max, c_s): the first of equal values kept
+                    c_max = c_s
+                marks += 1
+                i += 1
+                continue
+            # a run (_lower_run): its two gathers, run task (_run_task) and summary reduction
+            if fine is None:
+                g1_s, g1_spec = rows[i + 1][3], specs[i + 1][0]
+            else:
+                g1_s, g1_spec = fine[i + 1][0], fine[i + 1][1]
+            *_, then_r, _, _, (lead_s, red_r, spec) = self._run_sums(plan, s, i, i1, segs)
+            r_grp = spec.group if reducing else ()
+            items.append(ChainRun(g_s, 0.0, then_r, red_r, g_spec.group, r_grp, g1_s,
+                                  g1_spec.group, lead_s))  # fmt: skip
+            c_max = max(c_max, max(then_r))
+            marks += 2
+            i = i1 + 1
+        g_spec, r_spec = specs[0][0], specs[0][1]
+        g_proto = Task(-1, TaskKind.COLLECTIVE, gpu, g_stream, 0.0, comm=g_spec)
+        r_proto = Task(-1, TaskKind.COLLECTIVE, gpu, grad_stream, 0.0, comm=r_spec)
+        lead = Task(-1, TaskKind.COMPUTE, gpu, "grad-lead", 0.0) if runs else None
+        # every device of the groups, each distinct group read once (the segments share
+        # one gather and one reduction group: a data-parallel group of 64 read ~600 times)
+        groups = {id(g): g for it in uniq for g in (it.gather_group, it.reduce_group)}
+        groups.update((id(it.gather1_group), it.gather1_group) for it in uniq
+                      if type(it) is ChainRun)  # fmt: skip
+        members = frozenset().union(*groups.values())
+        static = ChainStatic(tuple(items), g_stream, grad_stream, reducing, g_proto, r_proto,
+                             members, lead)  # fmt: skip
+        # marks >= 2 (three segments at least; a run gives two marks, a segment one)
+        red = CHAIN + marks * SENT if reducing else 0
+        two, one = CHAIN + (marks - 2) * SENT, CHAIN + (marks - 1) * SENT
+        return static, c_max, two, one, red, len(items)
+
+    def _chain_classes(
+        self,
+        rows: tuple[tuple[float, float, float, float, float, bool], ...],
+        specs: tuple[tuple[CommSpec, CommSpec | None, float], ...],
+    ) -> tuple[list[int], list[int]]:
+        """A gather plan's segments grouped by their row and spec triple objects (one row key
+        of :meth:`_gather_walk`'s memo: a stack's bucket segments repeat with every block):
+        the first segment of each class in order, and per segment its class's index. Kept
+        per ``rows`` object (:attr:`SHARED_CLASSES`; else found per plan).
+
+        Exact for every plan holding ``rows``: :meth:`_gather_walk` makes each plan's rows
+        tuple afresh, and only :meth:`_gathers_like` shares it, with a spec triple per
+        distinct triple object of the walked plan (made afresh each, so one-to-one): two
+        segments share their triple there exactly where they shared it in the walked plan,
+        and their row in both. ``id(rows)`` is safe: ``_gather_ops`` holds every plan for
+        the whole lowering."""
+        hit = self._chain_classes_memo.get(id(rows)) if self.SHARED_CLASSES else None
+        if hit is None:
+            seen: dict[tuple[int, int], int] = {}
+            firsts: list[int] = []
+            index: list[int] = []
+            for i, key in enumerate(zip(map(id, rows), map(id, specs))):
+                j = seen.get(key)
+                if j is None:
+                    j = seen[key] = len(firsts)
+                    firsts.append(i)
+                index.append(j)
+            hit = self._chain_classes_memo[id(rows)] = (firsts, index)
+        return hit
+
+
+__all__ = ["ChainTemplate", "GatherChains", "GatherPlan"]

@@ -1,0 +1,121 @@
+"""A gather chain's segments made once per class of one row and one spec triple, the classes
+kept per rows object for every plan sharing those rows (issue 27, session 22:
+``lower_hidden.HiddenCollectives._chain_classes``, ``SHARED_CLASSES``): every chain template
+``_chain_items`` returns (or its refusal) equals the one made with the classes found per plan
+and the one read segment by segment through ``_fine_segments`` (``CHAIN_DIRECT`` off), and so
+do the report and the analytic graph's tasks; the kept classes are read by plans other than
+the one they were found on (middle stages taking stage 1's rows)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fresh_chunks import BASE, GPT, GPT3, predict_afresh
+
+from perfmodel.api import Scenario
+from perfmodel.parallel.lower_hidden import HiddenCollectives
+
+TWO_SERVERS = dict(nodes=2, gpus=16)
+
+#: name -> (scenario overrides, whether some chain is refused): Megatron-Core's first forward
+#: (segments only, a chain per stage; with middle stages, which take stage 1's rows, the
+#: classes found on stage 1's plan are read by theirs; two stages have none)
+CASES: dict[str, tuple[dict, bool]] = {
+    # 48 layers on 4 stages: 8 bucket segments a stage, 5 classes
+    "mcore-tp2-pp4": (
+        dict(
+            software="megatron-core",
+            dp=2,
+            tp=2,
+            pp=4,
+            global_batch=4,
+            model_args={**GPT, "layers": 48},
+            **TWO_SERVERS,
+        ),
+        False,
+    ),
+    # GPT-3 175B on 1024 A100 (issue 27's median Megatron-Core plan): 37 segments, 5 classes
+    "gpt3-mcore-pp8": (
+        dict(GPT3, software="megatron-core", dp=32, tp=4, pp=8, microbatch=8),
+        False,
+    ),
+    # a first forward's segment whose TP outlasts its compute: one of two chains refused
+    "gpt3-mcore-pp2-mb2": (
+        dict(GPT3, software="megatron-core", dp=64, tp=8, pp=2, microbatch=2),
+        True,
+    ),
+}
+
+
+def _run(
+    name: str, monkeypatch: pytest.MonkeyPatch, shared: bool, direct: bool = True
+) -> tuple[Any, list, list]:
+    """Case ``name``'s report, every ``_chain_items`` answer (in call order) and per
+    ``_chain_classes`` call the ids of its rows and specs, chunks built afresh, with
+    ``SHARED_CLASSES`` at ``shared`` and ``CHAIN_DIRECT`` at ``direct``."""
+    sc = Scenario.from_dict({**BASE, **CASES[name][0]})
+    answers: list[Any] = []
+    calls: list[tuple[int, int]] = []
+    items, classes = HiddenCollectives._chain_items, HiddenCollectives._chain_classes
+
+    def record(self, *a: Any) -> Any:  # type: ignore[no-untyped-def]
+        answers.append(items(self, *a))
+        return answers[-1]
+
+    def record_classes(self, rows: Any, specs: Any) -> Any:  # type: ignore[no-untyped-def]
+        calls.append((id(rows), id(specs)))
+        return classes(self, rows, specs)
+
+    with monkeypatch.context() as m:
+        m.setattr(HiddenCollectives, "SHARED_CLASSES", shared)
+        m.setattr(HiddenCollectives, "CHAIN_DIRECT", direct)
+        m.setattr(HiddenCollectives, "_chain_items", record)
+        m.setattr(HiddenCollectives, "_chain_classes", record_classes)
+        report = predict_afresh(sc, m)
+    return report, answers, calls
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_chain_items_of_kept_classes_equal_the_segment_walk(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    on, answers_on, calls = _run(name, monkeypatch, True)
+    off, answers_off, _ = _run(name, monkeypatch, False)
+    fine, answers_fine, no_calls = _run(name, monkeypatch, True, direct=False)
+    refused = CASES[name][1]
+    templates = [a for a in answers_on if a is not None]
+    assert templates, "no chain: the comparison would be vacuous"
+    assert (None in answers_on) == refused
+    assert not no_calls  # the reference reads every segment through _fine_segments
+    # classes kept on one plan read by another holding the same rows (middle stages: not on
+    # the two-stage plan, the refused case)
+    specs_of: dict[int, set[int]] = {}
+    for rows, specs in calls:
+        specs_of.setdefault(rows, set()).add(specs)
+    assert any(len(v) > 1 for v in specs_of.values()) != refused, calls
+    # some segments share a class (the point of the classes)
+    assert any(len(set(map(id, t[0].items))) < len(t[0].items) for t in templates)
+    assert answers_on == answers_off == answers_fine
+    assert on.timeline.graph.tasks == off.timeline.graph.tasks == fine.timeline.graph.tasks
+    assert on.to_dict() == off.to_dict() == fine.to_dict()
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_classes_are_kept_per_rows_object(shared: bool) -> None:
+    """Two plans of one length with other classes each get their own; a plan holding the
+    rows of an earlier one (its spec triples made afresh, one per triple of that plan, as
+    ``_gathers_like`` makes them) reads that plan's classes where they are kept."""
+    a, b = tuple([1.0]), tuple([2.0])  # two rows, one spec triple each
+    t, u = tuple(["t"]), tuple(["u"])
+    low = SimpleNamespace(_chain_classes_memo={}, SHARED_CLASSES=shared)
+    classes = HiddenCollectives._chain_classes
+    rows1 = (a, b, a)
+    first = classes(low, rows1, (t, u, t))
+    assert first == ([0, 1], [0, 1, 0])
+    assert classes(low, (a, a, b), (t, t, u)) == ([0, 2], [0, 0, 1])
+    t2, u2 = tuple(["t"]), tuple(["u"])
+    again = classes(low, rows1, (t2, u2, t2))
+    assert again == first
+    assert (again is first) == shared
