@@ -1,6 +1,6 @@
 """Gather chains of the lowering's hidden gathers, in the analytic list schedule's graph only:
 doors :class:`~perfmodel.parallel.lower_hidden.HiddenCollectives` inherits and
-:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.lower_gather_runs` calls.
+:meth:`.HiddenCollectives.lower_gather_runs` calls.
 
 An operation whose segments each wait for their parameter gather, every segment an operation
 task (or a hidden gather run lowered as one), is one
@@ -25,7 +25,7 @@ from perfmodel.parallel.taskgraph import (
     TaskKind,
 )
 
-#: An operation lowered as runs with hidden gathers (:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.gather_runs`):
+#: An operation lowered as runs with hidden gathers (:meth:`.HiddenCollectives.gather_runs`):
 #: per segment in operation order ``(compute before the TP overlap's adjustment, compute, TP
 #: seconds, gather seconds, reduction seconds, may join a run)``, the runs ``(i0, i1)`` (none:
 #: every segment as the fine loop lowers it), the gradient reduction's operation and per
@@ -38,9 +38,9 @@ GatherPlan = tuple[
     tuple[tuple[CommSpec, CommSpec | None, float], ...],
 ]
 
-#: What :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives.lower_gather_runs` emits a gather chain from, the same for
+#: What :meth:`.HiddenCollectives.lower_gather_runs` emits a gather chain from, the same for
 #: every micro-batch of an operation of a (stage, chunk, pass) (made once per lowering:
-#: :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives._chain_static`): the :class:`ChainStatic`, the longest compute
+#: :meth:`GatherChains._chain_static`): the :class:`ChainStatic`, the longest compute
 #: (seconds), the offsets from the chain's id of its last two marks (the next gathers'
 #: anchors: ``CHAIN + (n - 2) * SENT``, ``CHAIN + (n - 1) * SENT``) and of its last
 #: reduction's end (``CHAIN + n * SENT``; 0: the operation does not reduce), and how many
@@ -52,7 +52,7 @@ def _segment_then(
     op_tasks: bool, overlap: bool, c_s: float, tp_s: float, tail: float
 ) -> tuple[float] | None:
     """A gather plan segment's operation-task ``then_s`` (``None``: refused, a plain compute
-    task), read by :meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives._fine_segments` and ``_chain_items``: with
+    task), read by :meth:`.HiddenCollectives._fine_segments` and ``_chain_items``: with
     operation tasks on (``op_tasks``), one where
     :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task` is exact: no TP
     collective (``(0.0,)``), one after the compute of ``c_s`` seconds (``overlap`` off:
@@ -71,9 +71,9 @@ class GatherChains:
     CHAINS = True
 
     #: Whether :meth:`_chain_items` reads each segment's seconds, groups and operation task
-    #: off the plan's rows and specs directly instead of through :meth:`_fine_segments` (the
-    #: same values, without the fine loop's labels, which a chain never reads; tests compare
-    #: both ways).
+    #: off the plan's rows and specs directly instead of through
+    #: :meth:`.HiddenCollectives._fine_segments` (the same values, without the fine loop's labels,
+    #: which a chain never reads; tests compare both ways).
     CHAIN_DIRECT = True
 
     #: Whether :meth:`_chain_classes` keeps a gather plan's classes of segments per rows
@@ -81,16 +81,81 @@ class GatherChains:
     #: per plan).
     SHARED_CLASSES = True
 
+    #: Whether an operation whose chain :meth:`_chain_static` refuses for its first segments
+    #: only is those segments then a chain (:meth:`_chain_after`; tests compare both ways).
+    CHAINS_AFTER = True
+
+    def _emit_chain(
+        self, s: int, phase: str, mb: int, c: int, chain: ChainTemplate, deps: list[int]
+    ) -> list[int]:
+        """:meth:`.HiddenCollectives.lower_gather_runs`' gather chain of template ``chain`` on stage
+        ``s`` after ``deps``, anchored on the stage's gather history; returns its id."""
+        static, c_max, two, one, red, n_items = chain
+        hist = self.gather_hist[s]
+        a0 = hist[-2] if len(hist) >= 2 else -1
+        a1 = hist[-1] if hist else -1
+        label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
+        k = c * self.P + s
+        tid = self.b.add_chain(self.gpu[s], deps, label, mb, k, (static, a0, a1))
+        busy = self._cs_max[s]  # compute_emitted's, for the segments' computes
+        if c_max > busy[0]:
+            busy[0] = c_max
+        if c_max > busy[1]:
+            busy[1] = c_max
+        # the next gathers read the last two anchors only (hist[-2], hist[-1])
+        hist.append(tid + two)
+        hist.append(tid + one)
+        self.first_seg_done[s] = True
+        if red:  # the last reduction's end (in order on their stream)
+            self.grad_comm[s].append(tid + red)
+        self.op_merged += n_items
+        return [tid]
+
+    def _chain_after(
+        self, plan: GatherPlan, k: int, ch: Chunk, phase: str
+    ) -> tuple[int, ChainTemplate] | None:
+        """Where :meth:`_chain_static` refuses ``plan``'s chain on chunk ``k`` for segments
+        whose TP collective is not in their task (:func:`_segment_then`; a GPT's first
+        stage: its embedding's TP beside the compute outlasts it), all of them before the
+        last three segments or more, and ``plan`` has no runs: ``p``, the segments
+        :meth:`.HiddenCollectives.lower_gather_runs` emits as the fine loop does, up to the last
+        refused one, and the template of the chain of segments ``p ..`` (a plan of those rows and
+        specs, kept with it); else ``None``. Computed once per lowering (:attr:`CHAINS_AFTER`).
+
+        Exact: the chain stands for the fine tasks of segments ``p ..``
+        (:meth:`_chain_static`'s argument), which the fine loop emits right after segment
+        ``p - 1``'s, nothing between: their first compute waits on segment ``p - 1``'s
+        output and its gather, as the chain's first compute waits on the chain's
+        dependencies (those outputs) and its first gather; their first two gathers wait on
+        ``hist[-2]`` then ``hist[-1]`` as the fine loop leaves them (the caller requires it
+        to keep the history, as a chain does), the chain's anchors; the streams' free times
+        are the fine tasks' before them."""
+        key = (id(plan), k)
+        hit = self._chain_after_memo.get(key)
+        if hit is None:
+            rows, runs, op, specs = plan
+            ot, ov = self.op_tasks, self.tp_overlap
+            refused = [i for i, (r, t) in enumerate(zip(rows, specs, strict=True))
+                       if _segment_then(ot, ov, r[1], r[2], t[2]) is None]  # fmt: skip
+            hit = False
+            p = refused[-1] + 1 if refused else 0
+            if not runs and refused and len(rows) - p >= 3:
+                rest = (rows[p:], runs, op, specs[p:])
+                tpl = self._chain_items(rest, k, ch, phase)  # its classes: rest kept here
+                hit = (p, tpl, rest) if tpl is not None else False
+            self._chain_after_memo[key] = hit
+        return (hit[0], hit[1]) if hit else None
+
     def _chain_static(
         self, plan: GatherPlan, k: int, ch: Chunk, phase: str
     ) -> ChainTemplate | None:
-        """Where :meth:`lower_gather_runs` lowers an operation of ``plan`` on chunk ``k``
-        (``ch``, phase ``phase``) as segments outside runs, each a gather, an operation task
-        (``then``, :meth:`_fine_segments`) and, ``reducing``, a gradient reduction, and hidden
-        gather runs, each lowered by :meth:`_lower_run` as two gathers, one run task
-        (:meth:`_run_task`) and, ``reducing``, a lead and a summary reduction:
-        its :data:`ChainTemplate` (the same for every micro-batch: computed once per
-        lowering), else ``None`` (a segment whose TP is not in its task, or
+        """Where :meth:`.HiddenCollectives.lower_gather_runs` lowers an operation of ``plan`` on
+        chunk ``k`` (``ch``, phase ``phase``) as segments outside runs, each a gather, an operation
+        task (``then``, :meth:`.HiddenCollectives._fine_segments`) and, ``reducing``, a gradient
+        reduction, and hidden gather runs, each lowered by :meth:`.HiddenCollectives._lower_run` as
+        two gathers, one run task (:meth:`.HiddenCollectives._run_task`) and, ``reducing``, a lead
+        and a summary reduction: its :data:`ChainTemplate` (the same for every micro-batch: computed
+        once per lowering), else ``None`` (a segment whose TP is not in its task, or
         a run not lowered as one task: TP beside the compute; gathers and reductions on one
         stream, whose free times ``_chain`` tracks apart: a stream-sharing recipe gets the fine
         tasks).
@@ -121,10 +186,10 @@ class GatherChains:
         benchmark (dp2 tp32 pp16 and dp4 tp16 pp16 interleaved, micro-batch 8): 12,530 and
         12,434 tasks before, 3,122 now.
 
-        Megatron-Core's first forward with overlapped ZeRO-1/2 gathers (:meth:`gather_runs`'
-        other case, 1F1B) is the same recurrence on the same gather history without
-        reductions, and takes a chain too outside a periodic extension's short schedule
-        (:meth:`lower_gather_runs`)."""
+        Megatron-Core's first forward with overlapped ZeRO-1/2 gathers
+        (:meth:`.HiddenCollectives.gather_runs`' other case, 1F1B) is the same recurrence on the
+        same gather history without reductions, and takes a chain too outside a periodic extension's
+        short schedule (:meth:`.HiddenCollectives.lower_gather_runs`)."""
         key = (id(plan), k)
         hit = self._chain_memo.get(key)
         if hit is None:
@@ -227,16 +292,16 @@ class GatherChains:
         specs: tuple[tuple[CommSpec, CommSpec | None, float], ...],
     ) -> tuple[list[int], list[int]]:
         """A gather plan's segments grouped by their row and spec triple objects (one row key
-        of :meth:`_gather_walk`'s memo: a stack's bucket segments repeat with every block):
-        the first segment of each class in order, and per segment its class's index. Kept
-        per ``rows`` object (:attr:`SHARED_CLASSES`; else found per plan).
+        of :meth:`.HiddenCollectives._gather_walk`'s memo: a stack's bucket segments repeat with
+        every block): the first segment of each class in order, and per segment its class's index.
+        Kept per ``rows`` object (:attr:`SHARED_CLASSES`; else found per plan).
 
-        Exact for every plan holding ``rows``: :meth:`_gather_walk` makes each plan's rows
-        tuple afresh, and only :meth:`_gathers_like` shares it, with a spec triple per
-        distinct triple object of the walked plan (made afresh each, so one-to-one): two
-        segments share their triple there exactly where they shared it in the walked plan,
-        and their row in both. ``id(rows)`` is safe: ``_gather_ops`` holds every plan for
-        the whole lowering."""
+        Exact for every plan holding ``rows``: :meth:`.HiddenCollectives._gather_walk` makes each
+        plan's rows tuple afresh, and only :meth:`.HiddenCollectives._gathers_like` shares it, with
+        a spec triple per distinct triple object of the walked plan (made afresh each, so
+        one-to-one): two segments share their triple there exactly where they shared it in the
+        walked plan, and their row in both. ``id(rows)`` is safe: ``_gather_ops`` holds every plan
+        for the whole lowering."""
         hit = self._chain_classes_memo.get(id(rows)) if self.SHARED_CLASSES else None
         if hit is None:
             seen: dict[tuple[int, int], int] = {}

@@ -484,35 +484,24 @@ class HiddenCollectives(GatherChains):
 
         k = c * self.P + s
         hist = self.gather_hist[s]
+        keep_hist = self.gather_every_mb or self.gathers_left[s] > 0
+        rows, runs, _, _ = plan
+        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
+        n = len(segs)
         # ZeRO-3/FSDP, and Megatron-Core's first forward with overlapped ZeRO-1/2 gathers
         # (gather_runs' other case: not aligned_gather, no owner broadcasts, no reduction in
         # forward): the same recurrence, anchored on the same gather history; not in a
         # periodic extension's short schedule (m < m_step), whose check refuses chains
+        chain = None
         if self.CHAINS and self.op_tasks and (self.gather_every_mb or self.m == self.m_step):
             chain = self._chain_static(plan, k, ch, phase)
-            if chain is not None:  # one gather chain (_chain_static's template)
-                static, c_max, two, one, red, n_items = chain
-                a0 = hist[-2] if len(hist) >= 2 else -1
-                a1 = hist[-1] if hist else -1
-                label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
-                tid = self.b.add_chain(self.gpu[s], deps, label, mb, k, (static, a0, a1))
-                busy = self._cs_max[s]  # compute_emitted's, for the segments' computes
-                if c_max > busy[0]:
-                    busy[0] = c_max
-                if c_max > busy[1]:
-                    busy[1] = c_max
-                # the next gathers read the last two anchors only (hist[-2], hist[-1])
-                hist.append(tid + two)
-                hist.append(tid + one)
-                self.first_seg_done[s] = True
-                if red:  # the last reduction's end (in order on their stream)
-                    self.grad_comm[s].append(tid + red)
-                self.op_merged += n_items
-                return [tid]
-        rows, runs, _, _ = plan
-        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
+            if chain is None and keep_hist and self.CHAINS_AFTER:
+                after = self._chain_after(plan, k, ch, phase)
+                if after is not None:  # segments 0 .. n - 1 below, then the chain
+                    n, chain = after
+            elif chain is not None:  # one gather chain (_chain_static's template)
+                return self._emit_chain(s, phase, mb, c, chain, deps)
         add, gpu = self.b.add, self.gpu[s]
-        keep_hist = self.gather_every_mb or self.gathers_left[s] > 0
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         ag_label = f"AG {phase}{mb}"
         reducing = any(r[4] for r in rows)
@@ -521,7 +510,6 @@ class HiddenCollectives(GatherChains):
         starts = {i0: i1 for i0, i1 in runs}
         tids = deps
         si = 0
-        n = len(segs)
         comm_dur = self.comm_dur
         busy = self._cs_max[s] if self.op_tasks else None  # compute_emitted's, inline
         merged = 0
@@ -559,6 +547,8 @@ class HiddenCollectives(GatherChains):
                                    fine)  # fmt: skip
             si = i1 + 1
         self.op_merged += merged
+        if chain is not None:  # the chain of the segments after them (_chain_after)
+            return self._emit_chain(s, phase, mb, c, chain, tids)
         return tids
 
     def _fine_segments(self, plan: GatherPlan, k: int) -> list[FineSegment]:

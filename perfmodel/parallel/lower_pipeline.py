@@ -103,6 +103,7 @@ class PipelineLowering(
         self._fine_memo: dict[tuple[int, int], list] = {}  # lower_hidden._fine_segments
         self._chain_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_static
         self._chain_classes_memo: dict[int, tuple[list[int], list[int]]] = {}  # _chain_classes
+        self._chain_after_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_after
         self._sums: dict[int, tuple[float, float, float, float]] = {}
         self._rs_sums: dict[int, float] = {}  # chunk_rs_sum
         # (phase, compute, TP, reduce-scattered) seconds -> tp_overlapped's (a pure function)

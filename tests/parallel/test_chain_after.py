@@ -1,0 +1,90 @@
+"""An operation whose gather chain is refused for its first segments only lowers those
+segments as the fine loop does and the others as a chain (issue 27, session 22:
+``lower_hidden.HiddenCollectives._chain_after``, ``CHAINS_AFTER``): Megatron-Core's first
+forward on a GPT-3 175B pipeline's first stage, whose embedding segment's TP collective
+beside its compute outlasts it. The report equals the one with the whole operation lowered
+segment by segment (the switch off), with one chain task more per such operation and fewer
+tasks in the analytic graph, and every task of both graphs but the chain and the fine tasks
+it stands for starts and ends at the same times in the two list schedules (stage 0's first
+forward is off the step's critical path: the report alone would not see a chain anchored
+wrong)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fresh_chunks import BASE, GPT3, predict_afresh
+
+import perfmodel.sim.engine as engine
+from perfmodel.api import Scenario
+from perfmodel.parallel.lower_hidden import HiddenCollectives
+from perfmodel.parallel.taskgraph import ChainTask
+
+#: name -> scenario overrides: GPT-3 175B plans of ``bench_speed.py`` whose first forward
+#: on stage 0 takes a chain after its embedding segment (one micro-batch a step; 96)
+CASES: dict[str, dict] = {
+    "gpt3-dp64-tp8-pp2-mb24": dict(dp=64, tp=8, pp=2, microbatch=24),
+    "gpt3-dp16-tp8-pp8-mb96": dict(dp=16, tp=8, pp=8, microbatch=96),
+}
+
+
+def _run(name: str, monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[dict, Any, list]:
+    """Case ``name``'s report with ``CHAINS_AFTER`` at ``on``, chunks built afresh: its
+    dictionary, the analytic graph's list schedule and ``_chain_after``'s answers."""
+    sc = Scenario.from_dict({**BASE, **GPT3, "software": "megatron-core", **CASES[name]})
+    timelines: list[Any] = []
+    answers: list[Any] = []
+    schedule, after = engine._list_schedule, HiddenCollectives._chain_after
+
+    def spy(g):  # type: ignore[no-untyped-def]
+        timelines.append(schedule(g))
+        return timelines[-1]
+
+    with monkeypatch.context() as m:
+        m.setattr(HiddenCollectives, "CHAINS_AFTER", on)
+        m.setattr(
+            HiddenCollectives,
+            "_chain_after",
+            lambda self, *a: answers.append(after(self, *a)) or answers[-1],
+        )
+        m.setattr(engine, "_list_schedule", spy)
+        report = predict_afresh(sc, m).to_dict()
+    return report, timelines[0], answers
+
+
+def _times(timeline: Any) -> tuple[int, dict[tuple, tuple[float, float]]]:
+    """The chain tasks of ``timeline``'s graph, and every other task's ``(start, end)`` by its
+    device, stream, label, micro-batch, chunk and its count among those before it (the
+    gathers of the fine loop are labelled by segment; a chain task is labelled as its
+    operation's computes)."""
+    seen: dict[tuple, int] = {}
+    out: dict[tuple, tuple[float, float]] = {}
+    for t in timeline.graph.tasks:
+        key = (t.device, t.stream, t.label, t.microbatch, t.chunk)
+        n = seen[key] = seen.get(key, -1) + 1
+        if type(t) is not ChainTask:
+            out[(*key, n)] = (timeline.start_s[t.tid], timeline.end_s[t.tid])
+    return sum(1 for t in timeline.graph.tasks if type(t) is ChainTask), out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_chain_after_refused_segments_equals_the_fine_loop(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (on, timeline_on, answers), (off, timeline_off, none) = (
+        _run(name, monkeypatch, flag) for flag in (True, False)
+    )
+    assert not none  # the reference never asks
+    # stage 0: the embedding segment, then the chain
+    assert [a[0] for a in answers if a is not None] == [1]
+    chains_on, times_on = _times(timeline_on)
+    chains_off, times_off = _times(timeline_off)
+    assert chains_on == chains_off + 1
+    assert len(times_on) < len(times_off)
+    shared = times_on.keys() & times_off.keys()
+    # every task but the chain, which stands for the fine tasks of the segments after the
+    # first (their gathers, computes and TP collectives)
+    assert len(shared) == len(times_on)
+    assert {k: times_on[k] for k in shared} == {k: times_off[k] for k in shared}
+    assert on == off
