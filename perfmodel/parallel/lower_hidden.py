@@ -506,7 +506,7 @@ class HiddenCollectives(GatherChains):
         ag_label = f"AG {phase}{mb}"
         reducing = any(r[4] for r in rows)
         grad_stream, g_stream = self.rc.grad_comm.stream, self.rc.param_gather.stream
-        fine = self._fine_segments(plan, k)
+        fine = self._fine_segments(plan, k, None if chain is None else n)
         starts = {i0: i1 for i0, i1 in runs}
         tids = deps
         si = 0
@@ -551,20 +551,24 @@ class HiddenCollectives(GatherChains):
             return self._emit_chain(s, phase, mb, c, chain, tids)
         return tids
 
-    def _fine_segments(self, plan: GatherPlan, k: int) -> list[FineSegment]:
+    def _fine_segments(
+        self, plan: GatherPlan, k: int, stop: int | None = None
+    ) -> list[FineSegment]:
         """Per segment of ``plan`` (operation order) on chunk ``k``, what
         :meth:`lower_gather_runs` emits for it outside a run (:data:`FineSegment`), the same
-        for every micro-batch: computed once per lowering. An operation task (``then``) where
+        for every micro-batch: computed once per lowering (``stop``: the first ``stop``
+        segments only, those before a chain, :meth:`_chain_after`). An operation task
+        (``then``) where
         :meth:`~perfmodel.parallel.lower_shortcuts.LoweringShortcuts.op_task`'s argument
         holds: no TP collective, one after the compute, or one beside it within it."""
-        key = (id(plan), k)
+        key = (id(plan), k, stop)
         hit = self._fine_memo.get(key)
         if hit is None:
             rows, _, _, specs = plan
             overlap = self.tp_overlap
             hit = self._fine_memo[key] = []
             for si, ((_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail)) in enumerate(
-                zip(rows, specs, strict=True)
+                zip(rows[:stop], specs[:stop], strict=True)
             ):
                 then = _segment_then(self.op_tasks, overlap, c_s, tp_s, tail)
                 hit.append((g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, f".{k}.{si}",

@@ -100,7 +100,7 @@ class PipelineLowering(
         self._hidden_seen: dict[tuple[int, bool], tuple] = {}  # lower_hidden._hidden_op
         self._gather_seen: dict[tuple[int, str, bool, bool], tuple] = {}  # _gather_plan
         self._run_memo: dict[tuple[int, int, int, int], tuple] = {}  # lower_hidden._run_sums
-        self._fine_memo: dict[tuple[int, int], list] = {}  # lower_hidden._fine_segments
+        self._fine_memo: dict[tuple[int, int, int | None], list] = {}  # _fine_segments
         self._chain_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_static
         self._chain_classes_memo: dict[int, tuple[list[int], list[int]]] = {}  # _chain_classes
         self._chain_after_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_after
