@@ -72,8 +72,9 @@ class Timeline:
     #: graph has none)
     chains: dict[int, ChainEntry] | None = field(default=None, compare=False, repr=False)
     #: Seconds each device's compute stream is busy, summed as
-    #: ``perfmodel.report.step_breakdown._compute_busy`` sums them (kept by the list schedule
-    #: of a graph with chains, :func:`_chain_mode`; ``None``: that function sums them)
+    #: ``perfmodel.report.step_breakdown._compute_busy`` sums them (kept by the analytic list
+    #: schedule, :func:`_list_schedule` and :func:`_chain_mode`; ``None``: that function sums
+    #: them)
     busy_s: dict[str, float] | None = field(default=None, compare=False, repr=False)
     #: Per :class:`~perfmodel.parallel.taskgraph.OverTask` id, the start of its TP collective
     #: on its own stream (the analytic list schedule's, :func:`_over`; ``None``: the graph has
@@ -556,8 +557,14 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     tasks = graph.tasks
     chains: dict[int, ChainEntry] = {}
     overs: dict[int, float] = {}
+    # each device's busy compute seconds, summed as step_breakdown._compute_busy sums them (in
+    # task order, (busy + end) - start per compute-stream task, over_busy per OverTask), kept
+    # here so that reader needs no pass of its own (Timeline.busy_s)
+    busy: dict[str, float] = {}
+    busy_get = busy.get
     for t in tasks:
-        key = (t.device, t.stream)
+        dev, stream = t.device, t.stream
+        key = (dev, stream)
         s = free_get(key, 0.0)
         # every dependency's end: chains._dep_end's cases inline (a call per dependency cost
         # 20% more here: 1.10-1.13 ms against 0.91-0.93 ms, megatron's 3,105-task dp8 tp16 pp8
@@ -579,7 +586,7 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
         tid = t.tid
         then = t.then_s
         if then is CHAIN_MARK:  # a gather chain: this task and the rest in _chain_mode
-            busy = _chain_mode(graph, tid, start, end, free, chains, overs)
+            _chain_mode(graph, tid, start, end, free, chains, overs, busy)
             return Timeline(
                 graph,
                 tuple(start),
@@ -594,11 +601,20 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
         if then:  # an operation task: its segments' TP collectives and computes that follow
             if t.over is not None:  # its first TP collective beside it, the longer (OverTask)
                 e = _over(t, e, free, start, end, tasks, chains, overs)
+                for x in then:
+                    e += x
+                end[tid] = e
+                free[key] = e
+                if stream == "compute":  # its compute-stream pieces, as _compute_busy adds them
+                    busy[dev] = over_busy(busy_get(dev, 0.0), t, s, e, overs[tid])
+                continue
             for x in then:
                 e += x
         end[tid] = e
         free[key] = e
-    return Timeline(graph, tuple(start), tuple(end), "analytic", overs=overs or None)
+        if stream == "compute":
+            busy[dev] = busy_get(dev, 0.0) + e - s
+    return Timeline(graph, tuple(start), tuple(end), "analytic", busy_s=busy, overs=overs or None)
 
 
 def _chain_mode(
@@ -609,26 +625,18 @@ def _chain_mode(
     free: dict[tuple[str, str], float],
     chains: dict[int, ChainEntry],
     overs: dict[int, float],
-) -> dict[str, float]:
+    busy: dict[str, float],
+) -> None:
     """:func:`_list_schedule` from its first chain task ``i0`` on,
-    the same loop, keeping each device's busy compute seconds as
-    ``perfmodel.report.step_breakdown._compute_busy`` adds them, in task order with the same
-    operations: ``(busy + end) - start`` per compute-stream task, ``(busy + e_i) - cs_i`` per
-    segment of a chain (``chains._chain``), :func:`over_busy` per
+    the same loop, adding to ``busy`` (each device's busy compute seconds of the tasks before
+    ``i0``) as ``perfmodel.report.step_breakdown._compute_busy`` adds them, in task order with
+    the same operations: ``(busy + end) - start`` per compute-stream task, ``(busy + e_i) -
+    cs_i`` per segment of a chain (``chains._chain``), :func:`over_busy` per
     :class:`~perfmodel.parallel.taskgraph.OverTask` (a Megatron-Core graph holds both: its
     first forward's gathers as chains, later segments as OverTasks), so that reader needs not
-    read every chain's segments again. A graph without chains never comes here (nothing to
-    keep)."""
+    read every chain's segments again."""
     tasks = graph.tasks
-    busy: dict[str, float] = {}
     get = busy.get
-    for t in tasks[:i0]:  # before the first chain: _compute_busy's loop
-        if t.stream == "compute":
-            tid = t.tid
-            if t.over is not None:
-                busy[t.device] = over_busy(get(t.device, 0.0), t, start[tid], end[tid], overs[tid])
-            else:
-                busy[t.device] = get(t.device, 0.0) + end[tid] - start[tid]
     free_get = free.get
     for t in tasks[i0:]:
         key = (t.device, t.stream)
@@ -673,7 +681,6 @@ def _chain_mode(
                 busy[t.device] = over_busy(get(t.device, 0.0), t, s, e, overs[tid])
             else:
                 busy[t.device] = get(t.device, 0.0) + e - s
-    return busy
 
 
 def _over(
