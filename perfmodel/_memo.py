@@ -65,12 +65,22 @@ class BoundedMemo(Generic[K, V]):
 
     def get(self, key: K, make: Callable[[], V]) -> V:
         """The value of ``key``, made by ``make()`` (and kept) on a miss."""
+        return self.get_from(key, lambda _: make())
+
+    def get_from(self, key: K, make: Callable[[K], V]) -> V:
+        """:meth:`get` with ``make(key)`` made on a miss: no closure for a caller to build on
+        every call (a hot memo read, issue 27).
+
+        >>> memo = BoundedMemo[int, int](2)
+        >>> memo.get_from(3, lambda k: k * k), memo.get_from(3, lambda k: 0)
+        (9, 9)
+        """
         try:
             hit = self.entries.get(key, _ABSENT)
         except TypeError:  # an unhashable key: computed, not kept
-            return make()
+            return make(key)
         if hit is _ABSENT:
-            hit = make()
+            hit = make(key)
             self.put(key, hit)
         return hit  # type: ignore[return-value]
 

@@ -286,14 +286,8 @@ class AnalyticCommModel:
         again."""
         if type(group) is not tuple or not self.KEEP_CHECKED:
             return self._check_now(group)
-        try:  # BoundedMemo.get without a closure a call (a new size of a known group)
-            hit = self._checked.entries.get(group)  # type: ignore[call-overload]
-        except TypeError:  # an unhashable member: computed, not kept; check_group names it
-            return self._check_now(group)
-        if hit is None:
-            hit = self._check_now(group)
-            self._checked.put(group, hit)  # type: ignore[arg-type]
-        return hit
+        # an unhashable member: BoundedMemo computes without keeping, check_group names it
+        return self._checked.get_from(group, self._check_now)  # type: ignore[arg-type]
 
     def _check_now(self, group: Sequence[str]) -> tuple[tuple[str, ...], bool]:
         """:meth:`_check` without the memo."""

@@ -267,12 +267,8 @@ class GroupMemo:
         members; whether that pattern or twin has been analysed is asked every time, as
         before, so the answer is the same in every state of the memos (issue 27).
         """
-        if self.MEMBER_KEYS:  # BoundedMemo.get, without a closure a call
-            got = self._member_keys.entries.get(members)
-            if got is None:
-                got = self._member_key(members)
-                self._member_keys.put(members, got)
-            spans, key = got
+        if self.MEMBER_KEYS:
+            spans, key = self._member_keys.get_from(members, self._member_key)
         else:
             spans, key = self._member_key(members)
         if spans:  # the ring pattern's key, where a group of the pattern has been analysed

@@ -48,7 +48,7 @@ GatherPlan = tuple[
 ChainTemplate = tuple[ChainStatic, float, int, int, int, int]
 
 
-def _segment_then(
+def segment_then(
     op_tasks: bool, overlap: bool, c_s: float, tp_s: float, tail: float
 ) -> tuple[float] | None:
     """A gather plan segment's operation-task ``then_s`` (``None``: refused, a plain compute
@@ -60,6 +60,34 @@ def _segment_then(
     if op_tasks and (tp_s <= 0 or not overlap or tp_s <= c_s):
         return (0.0 if tp_s <= 0 else tp_s if not overlap else tail,)
     return None
+
+
+def _chain_segment(
+    g_s: float,
+    c_s: float,
+    then: tuple[float, ...] | None,
+    red_s: float,
+    g_spec: CommSpec,
+    r_spec: CommSpec | None,
+) -> ChainSegment | None:
+    """A segment's chain item: its gather, compute, operation task's ``then_s`` and reduction
+    seconds and groups (``None`` where ``then`` is: its TP not in its task)."""
+    if then is None:
+        return None
+    r_grp = r_spec.group if r_spec is not None else ()
+    return ChainSegment(g_s, c_s, then, red_s, g_spec.group, r_grp)
+
+
+def _row_segment(
+    row: tuple[float, float, float, float, float, bool],
+    spec: tuple[CommSpec, CommSpec | None, float],
+    op_tasks: bool,
+    overlap: bool,
+) -> ChainSegment | None:
+    """:func:`_chain_segment` of a gather plan's row and spec triple (:data:`GatherPlan`)."""
+    (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = row, spec
+    then = segment_then(op_tasks, overlap, c_s, tp_s, tail)
+    return _chain_segment(g_s, c_s, then, red_s, g_spec, r_spec)
 
 
 class GatherChains:
@@ -89,7 +117,8 @@ class GatherChains:
         self, s: int, phase: str, mb: int, c: int, chain: ChainTemplate, deps: list[int]
     ) -> list[int]:
         """:meth:`.HiddenCollectives.lower_gather_runs`' gather chain of template ``chain`` on stage
-        ``s`` after ``deps``, anchored on the stage's gather history; returns its id."""
+        ``s`` after ``deps``, anchored on the stage's gather history; returns ``[its id]``
+        (the operation's last task ids, as the fine loop returns them)."""
         static, c_max, two, one, red, n_items = chain
         hist = self.gather_hist[s]
         a0 = hist[-2] if len(hist) >= 2 else -1
@@ -115,7 +144,7 @@ class GatherChains:
         self, plan: GatherPlan, k: int, ch: Chunk, phase: str
     ) -> tuple[int, ChainTemplate] | None:
         """Where :meth:`_chain_static` refuses ``plan``'s chain on chunk ``k`` for segments
-        whose TP collective is not in their task (:func:`_segment_then`; a GPT's first
+        whose TP collective is not in their task (:func:`segment_then`; a GPT's first
         stage: its embedding's TP beside the compute outlasts it), all of them before the
         last three segments or more, and ``plan`` has no runs: ``p``, the segments
         :meth:`.HiddenCollectives.lower_gather_runs` emits as the fine loop does, up to the last
@@ -136,7 +165,7 @@ class GatherChains:
             rows, runs, op, specs = plan
             ot, ov = self.op_tasks, self.tp_overlap
             refused = [i for i, (r, t) in enumerate(zip(rows, specs, strict=True))
-                       if _segment_then(ot, ov, r[1], r[2], t[2]) is None]  # fmt: skip
+                       if segment_then(ot, ov, r[1], r[2], t[2]) is None]  # fmt: skip
             hit = False
             p = refused[-1] + 1 if refused else 0
             if not runs and refused and len(rows) - p >= 3:
@@ -226,41 +255,39 @@ class GatherChains:
         marks = 0
         i = 0
         n = len(rows)
-        make_segment = ChainSegment._make  # its length checked; no keyword parsing
         if classes is not None:  # segments only: each class's item made once, then shared
             uniq = []
             for i in classes[0]:
-                (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = rows[i], specs[i]
-                then = _segment_then(op_tasks, overlap, c_s, tp_s, tail)
-                if then is None:
+                item = _row_segment(rows[i], specs[i], op_tasks, overlap)
+                if item is None:
                     return None  # its TP not in its task
-                r_grp = r_spec.group if r_spec is not None else ()
-                uniq.append(make_segment((g_s, c_s, then, red_s, g_spec.group, r_grp)))
-                if c_s > c_max:  # over every segment the same: a repeat is never larger
-                    c_max = c_s
+                uniq.append(item)
+                if item.compute_s > c_max:  # over every segment the same: a repeat is never larger
+                    c_max = item.compute_s
             items = [uniq[j] for j in classes[1]]
             marks = i = n
         while i < n:
-            if fine is None:  # _fine_segments' values, read here
-                (_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail) = rows[i], specs[i]
-                then = _segment_then(op_tasks, overlap, c_s, tp_s, tail)
-            else:
-                g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ = fine[i]
             i1 = starts.get(i)
             if i1 is None:  # a segment: its gather, operation task and reduction
-                if then is None:
+                if fine is None:  # _fine_segments' values, read here
+                    item = _row_segment(rows[i], specs[i], op_tasks, overlap)
+                else:
+                    g_s, g_spec, c_s, then, _, _, red_s, r_spec, _, _ = fine[i]
+                    item = _chain_segment(g_s, c_s, then, red_s, g_spec, r_spec)
+                if item is None:
                     return None  # its TP not in its task
-                r_grp = r_spec.group if r_spec is not None else ()
-                items.append(make_segment((g_s, c_s, then, red_s, g_spec.group, r_grp)))
-                if c_s > c_max:  # max(c_max, c_s): the first of equal values kept
-                    c_max = c_s
+                items.append(item)
+                if item.compute_s > c_max:  # max(c_max, c_s): the first of equal values kept
+                    c_max = item.compute_s
                 marks += 1
                 i += 1
                 continue
             # a run (_lower_run): its two gathers, run task (_run_task) and summary reduction
             if fine is None:
+                g_s, g_spec = rows[i][3], specs[i][0]
                 g1_s, g1_spec = rows[i + 1][3], specs[i + 1][0]
             else:
+                g_s, g_spec = fine[i][0], fine[i][1]
                 g1_s, g1_spec = fine[i + 1][0], fine[i + 1][1]
             *_, then_r, _, _, (lead_s, red_r, spec) = self._run_sums(plan, s, i, i1, segs)
             r_grp = spec.group if reducing else ()
@@ -300,21 +327,23 @@ class GatherChains:
         plan's rows tuple afresh, and only :meth:`.HiddenCollectives._gathers_like` shares it, with
         a spec triple per distinct triple object of the walked plan (made afresh each, so
         one-to-one): two segments share their triple there exactly where they shared it in the
-        walked plan, and their row in both. ``id(rows)`` is safe: ``_gather_ops`` holds every plan
-        for the whole lowering."""
-        hit = self._chain_classes_memo.get(id(rows)) if self.SHARED_CLASSES else None
-        if hit is None:
-            seen: dict[tuple[int, int], int] = {}
-            firsts: list[int] = []
-            index: list[int] = []
-            for i, key in enumerate(zip(map(id, rows), map(id, specs))):
-                j = seen.get(key)
-                if j is None:
-                    j = seen[key] = len(firsts)
-                    firsts.append(i)
-                index.append(j)
-            hit = self._chain_classes_memo[id(rows)] = (firsts, index)
-        return hit
+        walked plan, and their row in both. The memo keeps ``rows`` with its classes, so its id is
+        not reused while the entry stands (a plan's tail that :meth:`_chain_after` made is one)."""
+        kept = self._chain_classes_memo.get(id(rows)) if self.SHARED_CLASSES else None
+        if kept is not None and kept[0] is rows:  # the rows object itself (its id not reused)
+            return kept[1]
+        seen: dict[tuple[int, int], int] = {}
+        firsts: list[int] = []
+        index: list[int] = []
+        for i, key in enumerate(zip(map(id, rows), map(id, specs))):
+            j = seen.get(key)
+            if j is None:
+                j = seen[key] = len(firsts)
+                firsts.append(i)
+            index.append(j)
+        classes = (firsts, index)
+        self._chain_classes_memo[id(rows)] = (rows, classes)
+        return classes
 
 
 __all__ = ["ChainTemplate", "GatherChains", "GatherPlan"]

@@ -24,7 +24,7 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.lower_chains import (
     GatherChains,
     GatherPlan,
-    _segment_then,
+    segment_then,
 )
 from perfmodel.parallel.lowering import Chunk, Segment
 from perfmodel.parallel.recipe import ParamSync
@@ -487,33 +487,32 @@ class HiddenCollectives(GatherChains):
         keep_hist = self.gather_every_mb or self.gathers_left[s] > 0
         rows, runs, _, _ = plan
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
-        n = len(segs)
         # ZeRO-3/FSDP, and Megatron-Core's first forward with overlapped ZeRO-1/2 gathers
         # (gather_runs' other case: not aligned_gather, no owner broadcasts, no reduction in
         # forward): the same recurrence, anchored on the same gather history; not in a
         # periodic extension's short schedule (m < m_step), whose check refuses chains
-        chain = None
+        chain, stop = None, len(segs)  # the segments emitted below: 0 .. stop - 1
         if self.CHAINS and self.op_tasks and (self.gather_every_mb or self.m == self.m_step):
             chain = self._chain_static(plan, k, ch, phase)
-            if chain is None and keep_hist and self.CHAINS_AFTER:
-                after = self._chain_after(plan, k, ch, phase)
-                if after is not None:  # segments 0 .. n - 1 below, then the chain
-                    n, chain = after
-            elif chain is not None:  # one gather chain (_chain_static's template)
+            if chain is not None:  # one gather chain (_chain_static's template)
                 return self._emit_chain(s, phase, mb, c, chain, deps)
+            if keep_hist and self.CHAINS_AFTER:
+                after = self._chain_after(plan, k, ch, phase)
+                if after is not None:  # the refused segments below, then the chain
+                    stop, chain = after
         add, gpu = self.b.add, self.gpu[s]
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         ag_label = f"AG {phase}{mb}"
         reducing = any(r[4] for r in rows)
         grad_stream, g_stream = self.rc.grad_comm.stream, self.rc.param_gather.stream
-        fine = self._fine_segments(plan, k, None if chain is None else n)
+        fine = self._fine_segments(plan, k, None if chain is None else stop)
         starts = {i0: i1 for i0, i1 in runs}
         tids = deps
         si = 0
         comm_dur = self.comm_dur
         busy = self._cs_max[s] if self.op_tasks else None  # compute_emitted's, inline
         merged = 0
-        while si < n:
+        while si < stop:
             i1 = starts.get(si)
             if i1 is None:  # as the fine loop: gather(), segment(), reduce_gradients()
                 g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, ag_suffix, g_label = fine[si]
@@ -570,7 +569,7 @@ class HiddenCollectives(GatherChains):
             for si, ((_, c_s, tp_s, g_s, red_s, _), (g_spec, r_spec, tail)) in enumerate(
                 zip(rows[:stop], specs[:stop], strict=True)
             ):
-                then = _segment_then(self.op_tasks, overlap, c_s, tp_s, tail)
+                then = segment_then(self.op_tasks, overlap, c_s, tp_s, tail)
                 hit.append((g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, f".{k}.{si}",
                             f"grad {k}.{si}"))  # fmt: skip
         return hit

@@ -102,7 +102,8 @@ class PipelineLowering(
         self._run_memo: dict[tuple[int, int, int, int], tuple] = {}  # lower_hidden._run_sums
         self._fine_memo: dict[tuple[int, int, int | None], list] = {}  # _fine_segments
         self._chain_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_static
-        self._chain_classes_memo: dict[int, tuple[list[int], list[int]]] = {}  # _chain_classes
+        #: _chain_classes: by id of the rows, the rows kept and their classes
+        self._chain_classes_memo: dict[int, tuple[object, tuple[list[int], list[int]]]] = {}
         self._chain_after_memo: dict[tuple[int, int], tuple | bool] = {}  # _chain_after
         self._sums: dict[int, tuple[float, float, float, float]] = {}
         self._rs_sums: dict[int, float] = {}  # chunk_rs_sum

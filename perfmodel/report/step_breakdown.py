@@ -106,7 +106,7 @@ def task_class(task: Task) -> tuple[int, str]:
 
 def _compute_busy(timeline: Timeline) -> dict[str, float]:
     """Seconds each simulated device's compute stream is busy (summed in task order)."""
-    if timeline.busy_s is not None:  # kept by the list schedule (sim.engine._chain_mode)
+    if timeline.busy_s is not None:  # kept by the analytic list schedule (sim.engine)
         return dict(timeline.busy_s)
     busy: dict[str, float] = {}
     get = busy.get

@@ -598,22 +598,19 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
             )
         start[tid] = s
         e = s + t.duration_s
+        over = t.over is not None
         if then:  # an operation task: its segments' TP collectives and computes that follow
-            if t.over is not None:  # its first TP collective beside it, the longer (OverTask)
+            if over:  # its first TP collective beside it, the longer (OverTask)
                 e = _over(t, e, free, start, end, tasks, chains, overs)
-                for x in then:
-                    e += x
-                end[tid] = e
-                free[key] = e
-                if stream == "compute":  # its compute-stream pieces, as _compute_busy adds them
-                    busy[dev] = over_busy(busy_get(dev, 0.0), t, s, e, overs[tid])
-                continue
             for x in then:
                 e += x
         end[tid] = e
         free[key] = e
-        if stream == "compute":
-            busy[dev] = busy_get(dev, 0.0) + e - s
+        if stream == "compute":  # as _compute_busy adds them: an OverTask's compute pieces
+            if over:
+                busy[dev] = over_busy(busy_get(dev, 0.0), t, s, e, overs[tid])
+            else:
+                busy[dev] = busy_get(dev, 0.0) + e - s
     return Timeline(graph, tuple(start), tuple(end), "analytic", busy_s=busy, overs=overs or None)
 
 

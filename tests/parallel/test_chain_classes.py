@@ -1,6 +1,6 @@
 """A gather chain's segments made once per class of one row and one spec triple, the classes
 kept per rows object for every plan sharing those rows (issue 27, session 22:
-``lower_hidden.HiddenCollectives._chain_classes``, ``SHARED_CLASSES``): every chain template
+``lower_chains.GatherChains._chain_classes``, ``SHARED_CLASSES``): every chain template
 ``_chain_items`` returns (or its refusal) equals the one made with the classes found per plan
 and the one read segment by segment through ``_fine_segments`` (``CHAIN_DIRECT`` off), and so
 do the report and the analytic graph's tasks; the kept classes are read by plans other than
