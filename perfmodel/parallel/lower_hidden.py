@@ -21,6 +21,7 @@ compares them). The methods read the lowering's state (``self.plan``, ``self.P``
 from __future__ import annotations
 
 from perfmodel.ops import CollectiveOp
+from perfmodel.parallel import periodic
 from perfmodel.parallel.lower_chains import (
     GatherChains,
     GatherPlan,
@@ -489,10 +490,16 @@ class HiddenCollectives(GatherChains):
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         # ZeRO-3/FSDP, and Megatron-Core's first forward with overlapped ZeRO-1/2 gathers
         # (gather_runs' other case: not aligned_gather, no owner broadcasts, no reduction in
-        # forward): the same recurrence, anchored on the same gather history; not in a
-        # periodic extension's short schedule (m < m_step), whose check refuses chains
+        # forward): the same recurrence, anchored on the same gather history; in a periodic
+        # extension's short schedule (m < m_step) too, unless lowered fine for its check
+        # (periodic.PERIODIC_CHAINS, fine_gathers: PeriodicGraph.fine_short)
         chain, stop = None, len(segs)  # the segments emitted below: 0 .. stop - 1
-        if self.CHAINS and self.op_tasks and (self.gather_every_mb or self.m == self.m_step):
+        short_ok = periodic.PERIODIC_CHAINS and not self.fine_gathers
+        if (
+            self.CHAINS
+            and self.op_tasks
+            and (self.gather_every_mb or self.m == self.m_step or short_ok)
+        ):
             chain = self._chain_static(plan, k, ch, phase)
             if chain is not None:  # one gather chain (_chain_static's template)
                 return self._emit_chain(s, phase, mb, c, chain, deps)

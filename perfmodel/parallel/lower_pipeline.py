@@ -70,6 +70,10 @@ class PipelineLowering(
 ):
     """One lowering of an ``allreduce``-mode plan (see the module docstring for the order)."""
 
+    #: A short schedule's first-forward gathers lowered without chains (set by :meth:`graph`'s
+    #: ``relower`` for :meth:`PeriodicGraph.fine_short`; read by ``lower_gather_runs``).
+    fine_gathers = False
+
     def __init__(
         self,
         inp: StepInputs,
@@ -849,11 +853,12 @@ class PipelineLowering(
         hidden = self.hidden
 
         def relower(
-            microbatches: int, coarse: bool, hidden: bool = False
+            microbatches: int, coarse: bool, hidden: bool = False, fine: bool = False
         ) -> tuple[TaskGraph, bool]:
             """This step's graph with ``microbatches`` micro-batches (same chunks, notes and
             kernel issue), and whether a coarse lowering merged anything (``hidden``: also
-            the analytic graph's summarised reductions)."""
+            the analytic graph's summarised reductions; ``fine``: a short schedule's gathers
+            without chains, :meth:`PeriodicGraph.fine_short`)."""
             low = PipelineLowering(
                 inp,
                 costs,
@@ -864,6 +869,7 @@ class PipelineLowering(
                 hidden=hidden,
             )
             low._issue = issue
+            low.fine_gathers = fine
             return low.graph(), low.coarsened > 0 or low.hidden_merged > 0 or low.op_merged > 0
 
         graph: TaskGraph
@@ -878,6 +884,7 @@ class PipelineLowering(
                 coarse=(lambda: relower(m, True)) if coarse else None,
                 unit=self.period_unit,
                 analytic=(lambda: relower(m, True, True)) if hidden else None,
+                fine_short=lambda n: relower(n, coarse, hidden, fine=True)[0],
             )
         else:
             graph = self.graph()

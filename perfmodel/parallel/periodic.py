@@ -40,6 +40,15 @@ after it; :func:`perfmodel.sim.engine.periodic_timeline`), read by the check and
 :meth:`~perfmodel.parallel.lower_pipeline.PipelineLowering.periodic_count`."""
 
 
+#: Issue 27: a short schedule keeps Megatron-Core's (and pipelined FSDP2's) first-forward
+#: gather chains (``lower_hidden.lower_gather_runs``), which
+#: :func:`perfmodel.sim.engine.periodic_timeline` accepts where the fine short schedule would give
+#: the same decision and numbers, else it checks that one (:meth:`PeriodicGraph.fine_short`);
+#: ``False``: every short schedule lowered fine, the direct path
+#: (``tests/sim/test_periodic_chains.py`` compares the two).
+PERIODIC_CHAINS = True
+
+
 def window_gap(unit: int, pp: int) -> int:
     """Units the check needs from the warm-up's last unit ``j0`` to ``mid``: ``pp + 2`` for
     1F1B (``unit`` 1: the steady iterations around ``mid`` span ``pp`` micro-batches), 4 for
@@ -183,6 +192,9 @@ class PeriodicGraph(LazyGraph):
         1F1B (each round runs ``pp`` micro-batches through every chunk; the operation order
         repeats with micro-batch ``j`` becoming ``j + pp``). ``short_microbatches`` and
         ``microbatches`` are multiples of it.
+    fine_short
+        ``fine_short(k)``: ``short(k)`` lowered without gather chains (:meth:`fine_short`;
+        default ``short`` itself, for a lowering that makes none).
     """
 
     def __init__(
@@ -196,6 +208,7 @@ class PeriodicGraph(LazyGraph):
         coarse: Callable[[], tuple[TaskGraph, bool]] | None = None,
         unit: int = 1,
         analytic: Callable[[], tuple[TaskGraph, bool]] | None = None,
+        fine_short: Callable[[int], TaskGraph] | None = None,
     ) -> None:
         super().__init__(full, coarse, multiplicity=multiplicity, analytic=analytic)
         assert not (short_microbatches % unit or microbatches % unit), "whole units only"
@@ -203,10 +216,20 @@ class PeriodicGraph(LazyGraph):
         object.__setattr__(self, "short_microbatches", short_microbatches)
         object.__setattr__(self, "microbatches", microbatches)
         object.__setattr__(self, "_lower_short", short)
+        object.__setattr__(self, "_lower_fine", short if fine_short is None else fine_short)
 
     def short(self, microbatches: int) -> TaskGraph:
         """The step with ``microbatches`` micro-batches (lowered once per count)."""
         g = self._shorts.get(microbatches)
         if g is None:
             g = self._shorts[microbatches] = self._lower_short(microbatches)
+        return g
+
+    def fine_short(self, microbatches: int) -> TaskGraph:
+        """:meth:`short` lowered without gather chains (lowered once per count): the schedule
+        the periodicity check reads where a chain might hide a fine task's decision
+        (:func:`perfmodel.sim.engine.periodic_timeline`)."""
+        g = self._shorts.get(-microbatches)  # kept beside the short ones, by -count
+        if g is None:
+            g = self._shorts[-microbatches] = self._lower_fine(microbatches)
         return g

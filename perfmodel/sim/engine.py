@@ -53,6 +53,7 @@ from perfmodel.sim.chains import (
     _encoded_end,
     chain_marks,
     chain_rows,
+    mark_count,
 )
 
 if TYPE_CHECKING:  # simpy is imported by simulate: the analytic fast path does not load it
@@ -244,7 +245,7 @@ class PeriodicTimeline(_WholeOnRead):
         return self.short.makespan_s + self.extra * self.period_s
 
 
-def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
+def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> PeriodicTimeline | int:
     """Extend the ``k``-micro-batch schedule of ``graph`` to its ``m`` micro-batches; where
     the short schedule does not show the periodic regime, the micro-batches of a short schedule
     that might (``0``: none): twice ``k`` when too few micro-batches were periodic, or enough
@@ -282,18 +283,21 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     makespan grows by ``(m - k) / u`` times ``lambda`` and every per-device time (busy
     compute, breakdown classes) by as many times its value over ``[tau, tau + lambda)``.
 
-    A short schedule with gather chains is refused (``0``): every
-    :class:`~perfmodel.parallel.taskgraph.ChainTask` has the same kind, ``duration_s`` and
-    ``then_s`` whatever fine tasks it stands for, so the unit check could not tell two chains
-    apart, and the extension would not carry the inserted periods' chain rows the breakdown
-    reads (``periodic_count`` offers none where gathers are per micro-batch, ZeRO-3/FSDP;
-    Megatron-Core's and pipelined FSDP2's first-forward gathers lower without chains in a
-    short schedule: ``lower_hidden``'s chains need ``m == m_step``).
+    Gather chains: every :class:`~perfmodel.parallel.taskgraph.ChainTask` has the same kind,
+    ``duration_s`` and ``then_s`` whatever fine tasks it stands for, so the unit check could
+    not tell two chains apart, and the extension would not carry the inserted periods' chain
+    rows the breakdown reads (``periodic_count`` offers none where gathers are per micro-batch,
+    ZeRO-3/FSDP). Megatron-Core's and pipelined FSDP2's first-forward chains (``fine``: the
+    short schedule lowered without them, :meth:`~perfmodel.parallel.periodic.PeriodicGraph.
+    fine_short`, refuses any) are accepted where the fine schedule gives the same decision and
+    numbers (:func:`_chains_outside`): every chain time is its fine tasks' bit for bit
+    (``chains._chain``), so the other tasks' times are the fine schedule's; where not, the
+    check runs on the fine schedule.
     """
     u = graph.unit
-    g = graph.short(k)
+    g = graph.fine_short(k) if fine else graph.short(k)
     tl = _list_schedule(g)
-    if tl.chains is not None:
+    if tl.chains is not None and fine:
         return 0
     tasks, start, end = g.tasks, tl.start_s, tl.end_s
     overs = tl.overs
@@ -372,6 +376,8 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
         if j - 1 - j0 > best[1] - best[0]:
             best = (j0, j - 1)
     j0, j1 = best
+    if tl.chains is not None and not _chains_outside(tl, unit, j0, j1, math.inf):
+        return periodic_timeline(graph, k, True)
     P = len(g.devices)  # one simulated device per pipeline stage
     # tau: when unit `mid` starts; around it run backwards of older units and forwards of up
     # to one newer, all of which must be periodic
@@ -396,6 +402,8 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
     lo, hi = tau - lam, tau + 2 * lam
     blocked = 0.0  # latest end of a task outside the periodic units in the window
     lo_tol, hi_tol = lo + tol, hi - tol
+    if tl.chains is not None and not _chains_outside(tl, unit, j0, j1, lo_tol):
+        return periodic_timeline(graph, k, True)
     seen = unit
     if overs is not None:  # an OverTask's pieces as the tasks they stand for, below
         seen = list(unit)
@@ -432,6 +440,32 @@ def periodic_timeline(graph: PeriodicGraph, k: int) -> PeriodicTimeline | int:
         return 0
     period = tuple(t.tid for t in by_unit[mid])
     return PeriodicTimeline(graph, tl, (graph.microbatches - k) // u, lam, tau, period)
+
+
+def _chains_outside(tl: Timeline, unit: list[int], j0: int, j1: int, lo_tol: float) -> bool:
+    """Whether :func:`periodic_timeline`'s check of short schedule ``tl`` with gather chains
+    decides as on the same schedule lowered fine (their gathers and computes as tasks), given
+    its run ``j0 .. j1`` of shifted units: every chain in a unit ``L >= 0`` with ``L < j0`` and
+    ``j1 - j0 > L`` (``lo_tol`` inf: that only), and also (``lo_tol``: the window's start plus the
+    tolerance) every chain and its last reduction's end at most ``lo_tol``.
+
+    Why: a chain's times are its fine tasks' (``chains._chain``), so every other task's are;
+    the fine schedule's extra tasks sit in the chains' units (gathers wait on their own
+    unit's computes), each ending by its chain's end or last reduction. Unit ``L`` then has
+    gather tasks unit ``L + 1`` lacks, so the fine schedule's shifted-copy test fails there;
+    the two schedules' tests agree for units after ``L + 1``, so their longest runs from
+    ``L + 1`` on are the same, and a run within units ``0 .. L`` is at most ``L`` long: the
+    fine run is ``j0 .. j1`` too. Tasks ending by ``lo_tol`` neither block nor refuse the
+    window, fine or chained."""
+    tasks, end, chains = tl.graph.tasks, tl.end_s, tl.chains
+    last = max(unit[tid] for tid in chains)  # type: ignore[union-attr]
+    if min(unit[tid] for tid in chains) < 0 or not (last < j0 and j1 - j0 > last):  # type: ignore[union-attr]
+        return False
+    for tid, entry in chains.items():  # type: ignore[union-attr]
+        static = tasks[tid].chain[0]  # type: ignore[attr-defined]
+        if end[tid] > lo_tol or (static.reducing and entry[mark_count(static) - 1] > lo_tol):
+            return False
+    return True
 
 
 def over_pieces(t: Task, s: float, e: float, s_tp: float) -> list[tuple[float, float]]:
