@@ -206,7 +206,7 @@ def case_presets(runs: int) -> dict[str, Any]:
         base = [statistics.fmean(r["baseline"]) for r in rows]
         print(
             f"presets   {preset:<14} new plan median {_range(med, '{:.1f}')} ms CPU, slowest "
-            f"{_range(worst, '{:.0f}')} ms (n={len(rows[0]['new'])}); with the speedup baseline "
+            f"{_range(worst, '{:.1f}')} ms (n={len(rows[0]['new'])}); with the speedup baseline "
             f"mean {_range(base, '{:.1f}')} ms over {NEW_PLANS} more plans",
             flush=True,
         )
