@@ -217,8 +217,9 @@ class GatherChains:
 
         Megatron-Core's first forward with overlapped ZeRO-1/2 gathers
         (:meth:`.HiddenCollectives.gather_runs`' other case, 1F1B) is the same recurrence on the
-        same gather history without reductions, and takes a chain too outside a periodic extension's
-        short schedule (:meth:`.HiddenCollectives.lower_gather_runs`)."""
+        same gather history without reductions, and takes a chain too, in a periodic extension's
+        short schedule as well (:meth:`.HiddenCollectives.lower_gather_runs`; not where that
+        schedule is lowered fine for the periodicity check, ``fine_gathers``)."""
         key = (id(plan), k)
         hit = self._chain_memo.get(key)
         if hit is None:

@@ -494,12 +494,8 @@ class HiddenCollectives(GatherChains):
         # extension's short schedule (m < m_step) too, unless lowered fine for its check
         # (periodic.PERIODIC_CHAINS, fine_gathers: PeriodicGraph.fine_short)
         chain, stop = None, len(segs)  # the segments emitted below: 0 .. stop - 1
-        short_ok = periodic.PERIODIC_CHAINS and not self.fine_gathers
-        if (
-            self.CHAINS
-            and self.op_tasks
-            and (self.gather_every_mb or self.m == self.m_step or short_ok)
-        ):
+        may_chain = self.gather_every_mb or self.m == self.m_step or periodic.PERIODIC_CHAINS
+        if self.CHAINS and self.op_tasks and may_chain and not self.fine_gathers:
             chain = self._chain_static(plan, k, ch, phase)
             if chain is not None:  # one gather chain (_chain_static's template)
                 return self._emit_chain(s, phase, mb, c, chain, deps)

@@ -450,9 +450,14 @@ def _chains_outside(tl: Timeline, unit: list[int], j0: int, j1: int, lo_tol: flo
     tolerance) every chain and its last reduction's end at most ``lo_tol``.
 
     Why: a chain's times are its fine tasks' (``chains._chain``), so every other task's are;
-    the fine schedule's extra tasks sit in the chains' units (gathers wait on their own
-    unit's computes), each ending by its chain's end or last reduction. Unit ``L`` then has
-    gather tasks unit ``L + 1`` lacks, so the fine schedule's shifted-copy test fails there;
+    the fine schedule's extra tasks sit in the chains' units or in none (a gather waits on a
+    compute of its own unit, the first two of a stage's empty history on nothing), each ending
+    by its chain's end or last reduction. Unit ``L`` of the fine schedule then holds what unit
+    ``L + 1`` lacks: a chain of three segments or more has a third gather there; a chain of
+    one hidden run has its run task there (duration 0, its pieces in ``then_s``), where unit
+    ``L + 1``'s operation is a plain one (these are first-forward gathers, once a step:
+    ``periodic_count`` offers no step that gathers every micro-batch). So the fine schedule's
+    shifted-copy test fails there;
     the two schedules' tests agree for units after ``L + 1``, so their longest runs from
     ``L + 1`` on are the same, and a run within units ``0 .. L`` is at most ``L`` long: the
     fine run is ``j0 .. j1`` too. Tasks ending by ``lo_tol`` neither block nor refuse the

@@ -135,6 +135,9 @@ def test_ctrl_c_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> None:
     assert final[:5] == first  # rows already written are untouched
 
 
+#: A child sweep of 40 rows at 0.2 s each: the tests signal it after 4-5 rows, so ~7 s remain
+#: for the signal to arrive before the sweep ends (at 0.05 s a row, 1.8 s, a loaded 2-core box
+#: once let the sweep finish first: "finished" instead of "interrupted").
 _KILL_SCRIPT = """
 import sys, time
 sys.path[:0] = [{here!r}, {repo!r}]
@@ -143,7 +146,7 @@ from perfmodel.search._eval import canonical_key
 from perfmodel.search.sweep import SweepSpec, run_sweep
 
 def slow(sc):
-    time.sleep(0.05)
+    time.sleep(0.2)
     return cheap_predict(sc)
 
 spec = SweepSpec.from_dict({{"base": {{"model": "toy"}}, "axes": {{"x": list(range(40))}}}})

@@ -186,3 +186,19 @@ def test_every_short_decision_equals_the_fine_one(monkeypatch: pytest.MonkeyPatc
             assert breakdown(a) == breakdown(b)
             break
     assert chained >= 2 and refused >= 10  # plans 5 and 6 (plan 9's chains are refused)
+
+
+@pytest.mark.parametrize("name", ["mcore-tp2-pp2", "titan-tp1-pp4"])
+def test_fine_short_schedule_has_no_chain_at_any_count(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fine_short(k)`` lowers without chains for every ``k`` the check may ask, the step's
+    own count included (where the whole step, ``m == m_step``, chains otherwise)."""
+    on, _ = _run(_scenario(name), monkeypatch, True)
+    graph = on.timeline.short.graph
+    assert any(type(t) is ChainTask for t in graph.tasks)
+    pg = on.timeline.graph
+    assert isinstance(pg, PeriodicGraph)
+    for k in sorted({pg.short_microbatches, pg.microbatches}):
+        assert not any(type(t) is ChainTask for t in pg.fine_short(k).tasks), k
+        assert any(type(t) is ChainTask for t in pg.short(k).tasks), k
