@@ -135,18 +135,20 @@ def test_ctrl_c_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> None:
     assert final[:5] == first  # rows already written are untouched
 
 
-#: A child sweep of 40 rows at 0.2 s each: the tests signal it after 4-5 rows, so ~7 s remain
-#: for the signal to arrive before the sweep ends (at 0.05 s a row, 1.8 s, a loaded 2-core box
-#: once let the sweep finish first: "finished" instead of "interrupted").
+#: A child sweep of 40 rows at 0.05 s each, signalled after 4-5 rows. It restores Python's
+#: SIGINT handler first: a test run started as a background job of a non-interactive shell
+#: (``cmd &``) inherits SIGINT ignored (POSIX), and the child would then finish its sweep
+#: ("finished" instead of "interrupted"), as in two fresh-clone runs of session 22.
 _KILL_SCRIPT = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path[:0] = [{here!r}, {repo!r}]
 from search_fakes import cheap_predict
 from perfmodel.search._eval import canonical_key
 from perfmodel.search.sweep import SweepSpec, run_sweep
 
 def slow(sc):
-    time.sleep(0.2)
+    time.sleep(0.05)
     return cheap_predict(sc)
 
 spec = SweepSpec.from_dict({{"base": {{"model": "toy"}}, "axes": {{"x": list(range(40))}}}})
