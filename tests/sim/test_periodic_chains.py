@@ -35,6 +35,16 @@ CASES: dict[str, dict[str, Any]] = {
     "mcore-tp2-pp2-mb2": dict(nodes=1, tp=2, pp=2, microbatch=2),
     "mcore-tp2-pp4-2srv": dict(nodes=2, tp=2, pp=4, microbatch=1),
     "titan-tp1-pp4": dict(nodes=1, tp=1, pp=4, microbatch=2, software="torchtitan"),
+    "titan-pp2-interleaved": dict(
+        nodes=2,
+        tp=1,
+        pp=2,
+        microbatch=2,
+        software="torchtitan",
+        schedule="interleaved",
+        interleave=2,
+        global_batch=1024,
+    ),
 }
 
 
@@ -162,8 +172,15 @@ def test_every_short_decision_equals_the_fine_one(monkeypatch: pytest.MonkeyPatc
         u = g.unit
         for k in range(2 * u, g.short_microbatches, u):  # shorter ones too: refused mostly
             a, b = engine.periodic_timeline(g, k), engine.periodic_timeline(g, k, True)
-            assert a == b if not isinstance(a, PeriodicTimeline) else a.period_s == b.period_s
-            refused += not isinstance(a, PeriodicTimeline)
+            if isinstance(a, PeriodicTimeline):
+                assert isinstance(b, PeriodicTimeline)
+                assert (a.extra, a.period_s, a.window_s, a.makespan_s) == (
+                    b.extra, b.period_s, b.window_s, b.makespan_s,
+                )  # fmt: skip
+                assert breakdown(a) == breakdown(b)
+            else:
+                assert a == b
+                refused += 1
         k, spent = g.short_microbatches, 0
         while spent + k <= g.microbatches and k <= short_limit(g.microbatches):
             a = engine.periodic_timeline(g, k)
