@@ -217,6 +217,7 @@ class PeriodicGraph(LazyGraph):
         object.__setattr__(self, "microbatches", microbatches)
         object.__setattr__(self, "_lower_short", short)
         object.__setattr__(self, "_lower_fine", short if fine_short is None else fine_short)
+        object.__setattr__(self, "_fine_shorts", {})  # fine_short's, by count
 
     def short(self, microbatches: int) -> TaskGraph:
         """The step with ``microbatches`` micro-batches (lowered once per count)."""
@@ -229,7 +230,7 @@ class PeriodicGraph(LazyGraph):
         """:meth:`short` lowered without gather chains (lowered once per count): the schedule
         the periodicity check reads where a chain might hide a fine task's decision
         (:func:`perfmodel.sim.engine.periodic_timeline`)."""
-        g = self._shorts.get(-microbatches)  # kept beside the short ones, by -count
+        g = self._fine_shorts.get(microbatches)
         if g is None:
-            g = self._shorts[-microbatches] = self._lower_fine(microbatches)
+            g = self._fine_shorts[microbatches] = self._lower_fine(microbatches)
         return g

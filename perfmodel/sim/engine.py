@@ -457,10 +457,9 @@ def _chains_outside(tl: Timeline, unit: list[int], j0: int, j1: int, lo_tol: flo
     one hidden run has its run task there (duration 0, its pieces in ``then_s``), where unit
     ``L + 1``'s operation is a plain one (these are first-forward gathers, once a step:
     ``periodic_count`` offers no step that gathers every micro-batch). So the fine schedule's
-    shifted-copy test fails there;
-    the two schedules' tests agree for units after ``L + 1``, so their longest runs from
-    ``L + 1`` on are the same, and a run within units ``0 .. L`` is at most ``L`` long: the
-    fine run is ``j0 .. j1`` too. Tasks ending by ``lo_tol`` neither block nor refuse the
+    shifted-copy test fails there; the two schedules' tests agree for units after ``L + 1``,
+    so their longest runs from ``L + 1`` on are the same, and a run within units ``0 .. L`` is
+    at most ``L`` long: the fine run is ``j0 .. j1`` too. Tasks ending by ``lo_tol`` neither block nor refuse the
     window, fine or chained."""
     tasks, end, chains = tl.graph.tasks, tl.end_s, tl.chains
     last = max(unit[tid] for tid in chains)  # type: ignore[union-attr]

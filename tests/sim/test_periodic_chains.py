@@ -151,7 +151,12 @@ def test_chains_outside_refuses_chains_in_the_run_or_the_window(
     assert engine._chains_outside(tl, unit, j0, j1, math.inf)
     assert engine._chains_outside(tl, unit, j0, j1, ends)
     assert not engine._chains_outside(tl, unit, last, j1, math.inf)
-    assert not engine._chains_outside(tl, unit, j0, j0 + last, math.inf) or last == 0
+    # the chains' unit moved to 2 (here they all sit in unit 0): a run must start after it and
+    # be longer than 2 units
+    moved = [u + 2 if u >= 0 else u for u in unit]
+    assert engine._chains_outside(tl, moved, last + 3, last + 6, math.inf)
+    assert not engine._chains_outside(tl, moved, last + 3, last + 5, math.inf)
+    assert not engine._chains_outside(tl, moved, last + 2, last + 6, math.inf)
     assert not engine._chains_outside(tl, unit, j0, j1, math.nextafter(ends, 0.0))
 
 
