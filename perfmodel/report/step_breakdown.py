@@ -183,6 +183,17 @@ another device that is not in its communication group adds no event (an FSDP ste
 stage's), so it is passed over before its times and class are read."""
 
 
+_FOLDED_KEYS: dict[tuple[object, ...], str] = {
+    ("compute", TaskKind.COLLECTIVE, None): "0|comm:tp",
+    ("compute", TaskKind.COMPUTE, None): "0|compute",
+    ("folded send",): "1|comm:pp",
+}
+"""The keys :func:`_class_events` starts from: the ``"prio|class"`` keys (as :func:`task_class`
+gives them) of the events that operation tasks' and gather chains' folded pieces and sends add
+by name (:func:`_pieces`, :func:`_folded`, :func:`_chain_events`), so that its classes hold
+them (a class no event names is never read); before, each such task added them again."""
+
+
 def _class_events(
     timeline: Timeline, dev: str, ct: list[float] | None = None, tk: list[str] | None = None
 ) -> tuple[_Events, dict[str, str]]:
@@ -194,7 +205,8 @@ def _class_events(
     (:func:`_flat_split`)."""
     events: _Events = []
     append = events.append
-    keys: dict[tuple[object, ...], str] = {}  # task_class depends on these three only
+    # task_class depends on these three only; the folded pieces' keys there from the start
+    keys: dict[tuple[object, ...], str] = dict(_FOLDED_KEYS)
     start_s, end_s = timeline.start_s, timeline.end_s
     chains = timeline.chains
     for t in timeline.graph.tasks:
@@ -254,14 +266,11 @@ def _folded(
     of the send."""
     if s is not None:
         _pieces(append, s + t.duration_s, t.then_s)
-        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
-        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
     if t.send_s > 0:
         f = e + t.send_s
         if f > e:
             append((e, 1, "1|comm:pp"))
             append((f, -1, "1|comm:pp"))
-            keys.setdefault(("send", TaskKind.SENDRECV, t.send.kind), "1|comm:pp")
 
 
 def _over_events(
@@ -284,8 +293,6 @@ def _over_events(
         b = pieces[3][0]
         c = b + t.then_s[1]
         _pieces(append, c, t.then_s[2:])
-        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
-        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
     if t.send_s > 0:
         _folded(append, keys, t, e)
     if len(pieces) > 3 and c > b:
@@ -321,8 +328,6 @@ def _chain_events(
     if own and ct is not None and tk is not None and type(entry[-1]) is not list:
         # flat (rows on demand) on t's device: its compute stream as transitions (_class_seconds)
         _flat_split(append, ct, tk, static.flat, entry, g_key, r_key)
-        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
-        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
         return
     l_key = _key(keys, lead) if own and reducing and lead is not None else ""
     for seg, row in zip(static.items, chain_rows(static, entry), strict=True):
@@ -353,9 +358,6 @@ def _chain_events(
         if reducing and re > rs and (own or dev in r_grp):
             append((rs, 1, r_key))
             append((re, -1, r_key))
-    if own:
-        keys.setdefault(("compute", TaskKind.COLLECTIVE, None), "0|comm:tp")
-        keys.setdefault(("compute", TaskKind.COMPUTE, None), "0|compute")
 
 
 _IDLE = "~"
@@ -603,9 +605,8 @@ def _sweeps(
     prev = t0
     wprev = w0
     inside = True  # the window's sweep has not reached w1
-    for now, d, key in events:
-        if now >= t1:
-            break
+    # the events before the first at or after t1 (events are in time order)
+    for now, d, key in events[: bisect_left(events, t1, key=_EVENT_ORDER)]:
         if now > prev:
             acc[cls] = acc.get(cls, 0.0) + (now - prev)
             prev = now

@@ -14,15 +14,17 @@ in program order, as a CUDA stream) is free and all its dependencies have finish
 
 Results are deterministic: no randomness, ties broken by task id.
 
-Kept whole (issue 29): :func:`periodic_timeline` (~140 lines, 40 of them docstring) checks
+Kept whole (issue 29): :func:`periodic_timeline` (~200 lines, 50 of them docstring) checks
 and extends one short schedule's window in one pass over it.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel._memo import made_once
@@ -192,6 +194,10 @@ class CoarseTimeline(_WholeOnRead):
 #: sums of durations, so a shifted copy agrees to a few ulps (1e-16 relative each), not exactly.
 PERIOD_RTOL = 1e-12
 
+_DEVICE, _STREAM = attrgetter("device"), attrgetter("stream")
+"""Sort keys of an interleaved unit's tasks in :func:`periodic_timeline`: a micro-batch's tasks
+by (device, stream), stably (program order within a stream)."""
+
 
 class PeriodicTimeline(_WholeOnRead):
     """The timeline of a :class:`~perfmodel.parallel.periodic.PeriodicGraph`, extended from a
@@ -307,38 +313,37 @@ def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> Perio
     # a unit's tasks: 1F1B in program order; interleaved in the order of its micro-batches
     # (j mod u), each per stream in program order, so task i of unit j is the image of task i
     # of unit j - 1 under the shift by one unit (the lowering's round robin over stages may
-    # emit a unit's micro-batches in another interleaving; a stream's order is the schedule's)
-    runs: dict[tuple[int, str, str], list[Task]] = {}
-    by_unit: dict[int, list[Task]] = {}
-    one = by_unit if u == 1 else None  # 1F1B: a micro-batch's tasks in program order
-    got = by_unit.get if one is not None else runs.get
-    for t in tasks:
-        j = t.microbatch
+    # emit a unit's micro-batches in another interleaving; a stream's order is the schedule's):
+    # a micro-batch's tasks in program order, stably sorted by (device, stream) in C
+    by_mb: dict[int, list[Task]] = defaultdict(list)
+    loose: list[Task] = []  # the tasks of no micro-batch
+    for t, j in zip(tasks, mb):
         if j < 0:
-            if not t.deps:
-                continue
-            owners = {mb[d % SENT] for d in t.deps}
-            if len(owners) != 1:
-                continue
-            j = mb[t.tid] = owners.pop()
+            deps = t.deps  # one owner: every dependency's micro-batch the same
+            if deps:
+                o = mb[deps[0] % SENT]
+                for d in deps:
+                    if mb[d % SENT] != o:
+                        break
+                else:
+                    j = mb[t.tid] = o
             if j < 0:
+                loose.append(t)
                 continue
-        key = j if one is not None else (j, t.device, t.stream)
-        run = got(key)
-        if run is None:
-            (by_unit if one is not None else runs)[key] = [t]
-        else:
-            run.append(t)
-    for key in sorted(runs):
-        by_unit.setdefault(key[0] // u, []).extend(runs[key])
-    unit = mb if u == 1 else [j // u for j in mb]  # -1: no micro-batch
+        by_mb[j].append(t)
+    by_unit = by_mb
+    if u > 1:
+        by_unit = defaultdict(list)
+        for j in sorted(by_mb):
+            run = sorted(by_mb[j], key=_STREAM)
+            run.sort(key=_DEVICE)  # by (device, stream): two stable sorts, no key tuples
+            by_unit[j // u].extend(run)
     n = k // u
     span = tl.makespan_s
     tol = PERIOD_RTOL * span
     first = [start[by_unit[j][0].tid] for j in range(n)]
     # the longest run of units each a shifted copy of the previous
     ok = [False] * n
-    pieces: dict[int, list[tuple[float, float]]] = {}  # _over_shifted's, by task id
     for j in range(1, n):
         a, b = by_unit[j - 1], by_unit[j]
         if len(a) != len(b):
@@ -358,7 +363,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> Perio
                 and (
                     overs is None
                     or (x.over is None and y.over is None)
-                    or _over_shifted(x, y, start, end, overs, lam, tol, pieces)
+                    or _over_shifted(x, y, start, overs, lam, tol)
                 )
             ):
                 break
@@ -376,8 +381,11 @@ def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> Perio
         if j - 1 - j0 > best[1] - best[0]:
             best = (j0, j - 1)
     j0, j1 = best
-    if tl.chains is not None and not _chains_outside(tl, unit, j0, j1, math.inf):
-        return periodic_timeline(graph, k, True)
+    unit: list[int] = []  # each task's unit (-1: none), for the chains only
+    if tl.chains is not None:
+        unit = mb if u == 1 else [j // u for j in mb]
+        if not _chains_outside(tl, unit, j0, j1, math.inf):
+            return periodic_timeline(graph, k, True)
     P = len(g.devices)  # one simulated device per pipeline stage
     # tau: when unit `mid` starts; around it run backwards of older units and forwards of up
     # to one newer, all of which must be periodic
@@ -404,27 +412,31 @@ def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> Perio
     lo_tol, hi_tol = lo + tol, hi - tol
     if tl.chains is not None and not _chains_outside(tl, unit, j0, j1, lo_tol):
         return periodic_timeline(graph, k, True)
-    seen = unit
-    if overs is not None:  # an OverTask's pieces as the tasks they stand for, below
-        seen = list(unit)
-        for tid in overs:
-            seen[tid] = j0 + 1
-    for s, e, un in zip(start, end, seen, strict=True):  # tasks[i].tid == i
-        if j0 < un < j1:
-            continue
-        if not (e <= lo_tol or s >= hi_tol):
+    # every task outside units j0 + 1 .. j1 - 1 ends before the window or starts after it
+    ov = overs or {}  # an OverTask: its pieces, as the tasks they stand for, below
+    for run in (loose, *(r for j, r in by_unit.items() if not j0 < j < j1)):
+        for t in run:
+            tid = t.tid
+            if tid in ov:
+                continue
+            e = end[tid]
+            if e <= lo_tol:
+                continue
+            s = start[tid]
+            if s >= hi_tol:
+                continue
             if s > lo:  # starts inside the window: no longer schedule moves it out
                 return 0
-            blocked = max(blocked, e)
-    if overs is not None:
-        for tid, s_tp in overs.items():
-            if j0 < unit[tid] < j1:
-                continue
-            for s, e in over_pieces(tasks[tid], start[tid], end[tid], s_tp):
-                if not (e <= lo_tol or s >= hi_tol):
-                    if s > lo:
-                        return 0
-                    blocked = max(blocked, e)
+            if e > blocked:  # max(blocked, e)
+                blocked = e
+    for tid, s_tp in ov.items():
+        if j0 < mb[tid] // u < j1:
+            continue
+        for s, e in over_pieces(tasks[tid], start[tid], end[tid], s_tp):
+            if not (e <= lo_tol or s >= hi_tol):
+                if s > lo:
+                    return 0
+                blocked = max(blocked, e)
     if blocked:
         # a longer schedule whose unit `mid` starts two periods after it (its last unit
         # reduces gradients, so `mid` is at most k' / u - 5)
@@ -436,7 +448,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> Perio
         if overs is None or last not in overs
         else (over_pieces(tasks[last], start[last], span, overs[last])[-1][0])
     )
-    if j0 < unit[last] < j1 or not s_last >= hi_tol:
+    if j0 < mb[last] // u < j1 or not s_last >= hi_tol:
         return 0
     period = tuple(t.tid for t in by_unit[mid])
     return PeriodicTimeline(graph, tl, (graph.microbatches - k) // u, lam, tau, period)
@@ -495,49 +507,47 @@ def over_busy(b: float, t: Task, s: float, e: float, s_tp: float) -> float:
     :func:`over_pieces` but the collective (on its own stream), in their order, as
     ``(b + end) - start``, the operations with which busy seconds are summed per task
     (``perfmodel.report.step_breakdown._compute_busy``, :func:`_chain_mode`)."""
-    for i, (ps, pe) in enumerate(over_pieces(t, s, e, s_tp)):
-        if i != 1:  # not the TP collective on its own stream
-            b = b + pe - ps
-    return b
+    c = s + t.duration_s  # over_pieces' bounds, the same operations
+    f = s_tp + t.over[1]  # type: ignore[index]
+    a = f if f > c else c
+    x = a + t.then_s[0]
+    b = b + c - s
+    b = b + x - a
+    return b + e - x if len(t.then_s) > 1 else b
 
 
 def _over_shifted(
-    x: Task,
-    y: Task,
-    start: tuple[float, ...],
-    end: tuple[float, ...],
-    overs: dict[int, float],
-    lam: float,
-    tol: float,
-    pieces: dict[int, list[tuple[float, float]]] | None = None,
+    x: Task, y: Task, start: tuple[float, ...], overs: dict[int, float], lam: float, tol: float
 ) -> bool:
     """:func:`periodic_timeline`'s unit test for the pieces of two tasks at one place of two
-    units (their fields and ends already compared): both plain, or both
-    :class:`~perfmodel.parallel.taskgraph.OverTask` with the same ``over`` whose pieces
-    (:func:`over_pieces`) each start and end ``lam`` later (to ``tol``), as the tasks they
-    stand for were compared. ``pieces``: each task's :func:`over_pieces` kept by task id (a
-    pure function of the task and its schedule; the check reads most tasks twice, as the later
-    and as the earlier of two units: Megatron-Core's dp2 tp32 pp16 GPT-3 175B short schedule,
-    ~640 ``OverTask``s; the whole check 1.77-1.79 against 1.83-2.08 ms without the memo,
-    docs/design.md "One-task copies in the plain loop")."""
+    units (their fields already equal, their starts and ends ``lam`` apart to ``tol``): both
+    plain, or both :class:`~perfmodel.parallel.taskgraph.OverTask` with the same ``over``
+    whose pieces (:func:`over_pieces`: ``(s, c)``, ``(s_tp, f)``, ``(a, b)`` and, with later
+    segments, ``(b, e)``) each start and end ``lam`` later (to ``tol``), as the tasks they
+    stand for were compared. ``s`` and ``e`` are the task's start and end, which the caller
+    compared, so the bounds left are ``c``, ``s_tp``, ``f``, ``a`` and ``b``, computed here
+    with :func:`over_pieces`' operations (the same floats; before: each task's pieces as
+    lists, kept by task id: Megatron-Core's dp2 tp32 pp16 GPT-3 175B short schedule, 448
+    pairs of its ~640 ``OverTask``s)."""
     xo, yo = x.over, y.over
-    if xo is None and yo is None:
-        return True
-    if xo != yo or xo is None:
+    if xo != yo:
         return False
+    if xo is None:
+        return True
     xt, yt = x.tid, y.tid
-    if pieces is None:
-        pieces = {}
-    px = pieces.get(xt)
-    if px is None:
-        px = pieces[xt] = over_pieces(x, start[xt], end[xt], overs[xt])
-    py = pieces.get(yt)
-    if py is None:
-        py = pieces[yt] = over_pieces(y, start[yt], end[yt], overs[yt])
-    for a, b in zip(px, py, strict=True):  # a loop, not all(<generator>): the same tests
-        if not (abs(b[0] - a[0] - lam) <= tol and abs(b[1] - a[1] - lam) <= tol):
-            return False
-    return True
+    sx, sy = start[xt], start[yt]
+    cx, cy = sx + x.duration_s, sy + y.duration_s
+    px, py = overs[xt], overs[yt]  # the TP collectives' starts
+    fx, fy = px + xo[1], py + yo[1]  # type: ignore[index]
+    ax = fx if fx > cx else cx
+    ay = fy if fy > cy else cy
+    return (
+        abs(cy - cx - lam) <= tol
+        and abs(py - px - lam) <= tol
+        and abs(fy - fx - lam) <= tol
+        and abs(ay - ax - lam) <= tol
+        and abs(ay + y.then_s[0] - (ax + x.then_s[0]) - lam) <= tol
+    )
 
 
 class CommRunner(Protocol):
@@ -736,8 +746,13 @@ def _over(
     stream, tp_s = t.over  # type: ignore[misc]
     key = (t.device, stream)
     s = free.get(key, 0.0)
-    for d in t.deps:  # the one decoder, by a call: a few OverTasks per graph, not the hot loop
-        x = _dep_end(d, start, end, tasks, chains)
+    for d in t.deps:  # a task's or its folded send's end inline, else the one decoder's call
+        if d < SENT:  # (~640 OverTasks in Megatron-Core's dp2 tp32 pp16 GPT-3 short schedule)
+            x = end[d]
+        elif d < HEAD:
+            x = end[d - SENT] + tasks[d - SENT].send_s
+        else:
+            x = _dep_end(d, start, end, tasks, chains)
         if x > s:
             s = x
     overs[t.tid] = s

@@ -147,16 +147,35 @@ def test_gpt3_plans_identical(monkeypatch: pytest.MonkeyPatch, preset: str) -> N
 
 
 def _over_chain(durs: list[tuple[float, float, float, float]]) -> tuple[object, object]:
-    """OverTasks one after another on one device (compute, TP collective, tail, one later
-    segment each), a plain task between every two; returns the graph and its schedule."""
+    """OverTasks one after another on one device (compute, TP collective, tail, and every
+    other one a later segment), a plain task between every two; returns the graph and its
+    schedule."""
     b = GraphBuilder()
     prev: list[int] = []
     for i, (c, t, tail, c2) in enumerate(durs):
         op = b.add_over("g0", c, prev, f"F{i}", i, 0, (tail,), ("tp", t))
-        _S_THEN(b.tasks[op], (tail, c2, 0.0))
+        if i % 2 == 0:  # a later segment: four pieces; else three
+            _S_THEN(b.tasks[op], (tail, c2, 0.0))
         prev = [b.add(TaskKind.COMPUTE, "g0", "compute", c2, [op], f"B{i}", i, 0)]
     g = b.build()
     return g, _list_schedule(g)  # type: ignore[arg-type]
+
+
+def _all_pieces_shifted(x, y, start, end, overs, lam, tol):  # type: ignore[no-untyped-def]
+    """The periodicity check's unit test of two tasks as it was made before (issue 27,
+    session 23): both plain, or both OverTasks with the same ``over`` whose every piece
+    (``over_pieces``, as lists) starts and ends ``lam`` later to ``tol``; the reference of
+    ``engine._over_shifted``, which leaves out the start and end the check compared."""
+    if x.over is None and y.over is None:
+        return True
+    if x.over != y.over or x.over is None:
+        return False
+    px = over_pieces(x, start[x.tid], end[x.tid], overs[x.tid])
+    py = over_pieces(y, start[y.tid], end[y.tid], overs[y.tid])
+    return all(
+        abs(b[0] - a[0] - lam) <= tol and abs(b[1] - a[1] - lam) <= tol
+        for a, b in zip(px, py, strict=True)
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -165,65 +184,109 @@ def _over_chain(durs: list[tuple[float, float, float, float]]) -> tuple[object, 
     st.floats(min_value=0.0, max_value=10.0),
     st.sampled_from([0.0, 1e-12, 1e-3, 1.0]),
 )
-def test_over_shifted_pieces_kept_match(durs: list, lam: float, tol: float) -> None:
-    """``periodic_timeline``'s unit test with each task's pieces kept by id
-    (``_over_shifted(..., pieces)``) answers as without (each pair's pieces made again), for
-    every pair of tasks of a drawn schedule (twice over with one memo: each task read as the
-    earlier and the later one) at drawn periods and tolerances, the true shift included;
-    plain tasks pass without pieces, an OverTask beside a plain task or beside a copy of
-    itself with another ``over`` (another stream, other seconds) fails (the memo never
-    consulted), while beside itself it passes."""
+def test_over_shifted_equals_every_piece_compared(durs: list, lam: float, tol: float) -> None:
+    """``periodic_timeline``'s unit test of two tasks, after its comparison of their starts
+    and ends (``_over_shifted`` compares the other bounds of the pieces only), answers as
+    every piece compared (:func:`_all_pieces_shifted`), for every pair of OverTasks of a drawn
+    schedule with as many pieces (three, or four with a later segment) at drawn periods and
+    tolerances, the true shift included; plain tasks pass, an OverTask beside a plain task or
+    beside a copy of itself with another ``over`` (another stream, other seconds) fails, while
+    beside itself it passes."""
     from perfmodel.sim.engine import _over_shifted
 
     g, tl = _over_chain(durs)
     tasks, start, end, overs = g.tasks, tl.start_s, tl.end_s, tl.overs  # type: ignore[attr-defined]
     ops = [t for t in tasks if t.over is not None]
-    memo: dict[int, list[tuple[float, float]]] = {}
-    for _ in range(2):
-        for x in ops:
-            for y in ops:
-                for lm in (lam, start[y.tid] - start[x.tid]):
-                    a = _over_shifted(x, y, start, end, overs, lm, tol, memo)
-                    assert a == _over_shifted(x, y, start, end, overs, lm, tol)
-    assert set(memo) <= {t.tid for t in ops}
+    for x in ops:
+        for y in ops:
+            if len(x.then_s) != len(y.then_s):  # the check compared then_s first
+                continue
+            for lm in (lam, start[y.tid] - start[x.tid]):
+                ends = abs(start[y.tid] - start[x.tid] - lm) <= tol
+                ends = ends and abs(end[y.tid] - end[x.tid] - lm) <= tol
+                new = ends and _over_shifted(x, y, start, overs, lm, tol)
+                assert new == _all_pieces_shifted(x, y, start, end, overs, lm, tol)
     plain = [t for t in tasks if t.over is None]
-    memo2: dict[int, list[tuple[float, float]]] = {}
-    assert _over_shifted(plain[0], plain[1], start, end, overs, lam, tol, memo2)
-    assert not _over_shifted(ops[0], plain[0], start, end, overs, lam, tol, memo2)
-    assert not _over_shifted(plain[0], ops[0], start, end, overs, lam, tol, memo2)
+    assert _over_shifted(plain[0], plain[1], start, overs, lam, tol)
+    assert not _over_shifted(ops[0], plain[0], start, overs, lam, tol)
+    assert not _over_shifted(plain[0], ops[0], start, overs, lam, tol)
     # the first OverTask beside itself with another ``over`` (another stream, other seconds)
     (stream, sec) = ops[0].over
     for other_over in ((stream + "-2", sec), (stream, sec * 2)):
         other = copy.copy(ops[0])
         object.__setattr__(other, "over", other_over)
-        assert _over_shifted(ops[0], ops[0], start, end, overs, 0.0, tol, memo2)
-        memo2.clear()
-        assert not _over_shifted(ops[0], other, start, end, overs, 0.0, tol, memo2)
-        assert not _over_shifted(other, ops[0], start, end, overs, 0.0, tol, memo2)
-    assert not memo2
+        assert _over_shifted(ops[0], ops[0], start, overs, 0.0, tol)
+        assert not _over_shifted(ops[0], other, start, overs, 0.0, tol)
+        assert not _over_shifted(other, ops[0], start, overs, 0.0, tol)
+
+
+def test_over_shifted_each_bound() -> None:
+    """Pairs of OverTasks whose starts and ends agree (the check's own comparison passes) and
+    whose pieces differ in one bound each, the others equal: the first compute's end, the TP
+    collective's start and end (the stream busy before one of them), the tail's end (another
+    split of the later segment): ``_over_shifted`` refuses each, as every piece compared does,
+    and passes each task beside itself."""
+    from perfmodel.sim.engine import _over_shifted
+
+    b = GraphBuilder()
+    pairs = []
+    for i, ((c, then), (c2, then2)) in enumerate(
+        [
+            ((1.0, (1.0,)), (2.0, (1.0,))),  # compute ends 1 against 2; a = f = 3 both
+            ((1.0, (1.0, 2.0, 0.0)), (1.0, (2.0, 1.0, 0.0))),  # tail ends 4 against 5; e = 6
+        ]
+    ):
+        x = b.add_over(f"x{i}", c, [], "x", 0, 0, (then[0],), ("tp", 3.0))
+        y = b.add_over(f"y{i}", c2, [], "y", 0, 0, (then2[0],), ("tp", 3.0))
+        _S_THEN(b.tasks[x], then)
+        _S_THEN(b.tasks[y], then2)
+        pairs.append((x, y))
+    # the TP collective starts at 0 against 2 (its stream busy), ends 1 against 3; a = c = 5
+    x = b.add_over("x2", 5.0, [], "x", 0, 0, (1.0,), ("tp", 1.0))
+    b.add(TaskKind.COLLECTIVE, "y2", "tp", 2.0, label="TP before")
+    y = b.add_over("y2", 5.0, [], "y", 0, 0, (1.0,), ("tp", 1.0))
+    pairs.append((x, y))
+    g = b.build()
+    tl = _list_schedule(g)
+    start, end, overs = tl.start_s, tl.end_s, tl.overs
+    for xt, yt in pairs:
+        tx, ty = g.tasks[xt], g.tasks[yt]
+        assert (start[xt], end[xt]) == (start[yt], end[yt])
+        assert not _all_pieces_shifted(tx, ty, start, end, overs, 0.0, 0.0)
+        assert not _over_shifted(tx, ty, start, overs, 0.0, 0.0)
+        assert _over_shifted(tx, tx, start, overs, 0.0, 0.0)
 
 
 @pytest.mark.parametrize("idx", [6, 9])
-def test_periodic_check_same_with_pieces_kept(monkeypatch: pytest.MonkeyPatch, idx: int) -> None:
+def test_periodic_check_same_with_every_piece(monkeypatch: pytest.MonkeyPatch, idx: int) -> None:
     """Megatron-Core GPT-3 175B plans whose short schedules hold OverTasks (dp2 tp32 pp16
     1F1B, dp8 tp16 pp8 interleaved): the report, iteration time and timeline are identical
-    with the periodicity check's pieces kept by task id and with them made again for each
-    pair (the memo dropped), and the check compared OverTasks (not vacuous)."""
+    with the periodicity check's unit test of ``_over_shifted`` and with every piece compared
+    (:func:`_all_pieces_shifted`, the test as it was), and the check compared OverTasks (not
+    vacuous)."""
     import perfmodel.sim.engine as eng
 
     sc = Scenario.from_dict({**_plans()[idx], "software": "megatron-core", "fidelity": "analytic"})
-    orig = eng._over_shifted
-    n, keep = [0], [True]
+    n, direct, ends = [0], [False], [()]
+    orig, schedule = eng._over_shifted, eng._list_schedule
 
-    def spy(x, y, start, end, overs, lam, tol, pieces=None):  # type: ignore[no-untyped-def]
+    def scheduled(graph):  # type: ignore[no-untyped-def]
+        tl = schedule(graph)
+        ends[0] = tl.end_s  # the short schedule's, which the check then reads
+        return tl
+
+    def spy(x, y, start, overs, lam, tol):  # type: ignore[no-untyped-def]
         n[0] += 1
-        return orig(x, y, start, end, overs, lam, tol, pieces if keep[0] else None)
+        if direct[0]:
+            return _all_pieces_shifted(x, y, start, ends[0], overs, lam, tol)
+        return orig(x, y, start, overs, lam, tol)
 
     out = []
-    for on in (True, False):
-        keep[0] = on
+    for on in (False, True):
+        direct[0] = on
         with monkeypatch.context() as m:
             m.setattr(eng, "_over_shifted", spy)
+            m.setattr(eng, "_list_schedule", scheduled)
             m.setattr(api, "_REPORTS", {})
             r = predict(sc, baseline=False)
             out.append((repr(r.to_dict()), r.iteration_time_s, r.timeline.end_s))

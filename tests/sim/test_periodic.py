@@ -18,7 +18,7 @@ import perfmodel.api as api
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.periodic import PeriodicGraph
-from perfmodel.parallel.taskgraph import GraphBuilder, Task, TaskKind
+from perfmodel.parallel.taskgraph import SENT, GraphBuilder, Task, TaskKind
 from perfmodel.pipeline.lower import build_step
 from perfmodel.report.step_breakdown import breakdown, critical_device
 from perfmodel.report.trace import chrome_trace
@@ -272,3 +272,27 @@ def test_interleaved_without_host_issue_takes_twelve_rounds(
     assert math.isclose(tl.makespan_s, whole.makespan_s, rel_tol=1e-12)
     for dev in whole.graph.devices:
         assert_close(breakdown(tl, dev).to_dict(), breakdown(whole, dev).to_dict(), path=dev)
+
+
+def test_interleaved_unit_in_micro_batch_device_stream_order() -> None:
+    """An interleaved short schedule's unit holds its tasks by micro-batch, device and stream,
+    each stream in program order (``periodic_timeline`` pairs unit ``j``'s task ``i`` with unit
+    ``j - 1``'s and reads a unit's start off its first task): the accepted period's tasks are
+    in that order and the window starts with the first of them (4 stages x 3 chunks over two
+    servers; a task of no micro-batch whose dependencies all have one counts as that one's)."""
+    sc = _scenario(**CASES["interleaved-pp4-mcore"])
+    step, _ = build_step(sc, resolve(sc))
+    tl = evaluate(step.graph)
+    assert isinstance(tl, PeriodicTimeline) and step.graph.unit == 4  # type: ignore[attr-defined]
+    tasks = tl.short.graph.tasks
+    mb = [t.microbatch for t in tasks]
+    for t in tasks:
+        owners = {mb[d % SENT] for d in t.deps}
+        if mb[t.tid] < 0 and len(owners) == 1:
+            mb[t.tid] = owners.pop()
+    unit = mb[tl.period_tids[0]] // 4
+    mine = [t for t in tasks if mb[t.tid] >= 0 and mb[t.tid] // 4 == unit]
+    want = sorted(mine, key=lambda t: (mb[t.tid], t.device, t.stream))  # stable: program order
+    assert len({t.device for t in want}) == 4  # (the steady units' tasks: compute streams)
+    assert list(tl.period_tids) == [t.tid for t in want]
+    assert tl.window_s == tl.short.start_s[want[0].tid]
