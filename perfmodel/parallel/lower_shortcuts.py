@@ -65,7 +65,6 @@ from perfmodel.parallel.taskgraph import (
     TaskKind,
     _new_task,
     _OpTaskTwin,
-    clean_two,
 )
 
 #: Chunks of plans whose chunks cannot depend on the topology (:meth:`PipelineLowering.
@@ -791,21 +790,26 @@ class LoweringShortcuts:
         # single_template's answers (init_replay set them; read only where replay holds)
         singles = self._single_tpl  # type: ignore[attr-defined]
         pos = [0] * P
+        # (micro-batch, chunk) keys of f_out / b_out / f_done, one tuple each: a lookup with
+        # the stored key object skips the tuple comparison
+        keys = [[(mb, k) for k in range(K)] for mb in range(self.m)]
         for s, o, i, n in round_robin(ops, pos):
+            # the stage's fold state (lists changed in place, by forward / backward too)
+            cs, ex, prev, fold = cs_max[s], exact_s[s], prev_s[s], last_s[s]
             while i < n:
                 phase, mb, c = o[i]
                 k = c * P + s
                 if phase == "F":
                     fwd, j = True, 0  # j: the send stream (fold_send's i)
                     if k > 0:
-                        d = f_out.get((mb, k - 1))
+                        d = f_out.get(keys[mb][k - 1])
                         if d is None:
                             break
                     t = tf[k]
                 else:
                     fwd, j = False, 1
                     if k < K - 1:
-                        d = b_out.get((mb, k + 1))
+                        d = b_out.get(keys[mb][k + 1])
                         if d is None:
                             break
                     t = None if every_b or mb == final_b else tb[k]
@@ -829,7 +833,7 @@ class LoweringShortcuts:
                         i += 1
                         continue
                 gpu, dur, then, sends, send, labels, twin, cls, over, cmax, m_add, c_add, line = t
-                key = (mb, k)
+                key = keys[mb][k]
                 # the operation's dependencies, cleaned as GraphBuilder.add cleans them
                 a = last[s]
                 if not fwd:
@@ -857,27 +861,30 @@ class LoweringShortcuts:
                     pass
                 elif fwd and k == 0:
                     deps = (a,) if a >= 0 else ()
+                elif a < 0:  # clean_two(a, d), inline
+                    deps = (d,) if d >= 0 else ()
+                elif d < 0 or d == a:
+                    deps = (a,)
                 else:
-                    deps = clean_two(a, d)
+                    deps = (a, d) if a < d else (d, a)
                 tid = len(tasks)
-                cs = cs_max[s]  # compute_emitted
-                if cmax > cs[0]:
+                if cmax > cs[0]:  # compute_emitted
                     cs[0] = cmax
                 if cmax > cs[1]:
                     cs[1] = cmax
                 # fold_send, decided before the task is made (it reads the state above)
                 send_s, spec, wait = 0.0, None, -3  # -3: no send task
                 if send is not None:
-                    if exact_s[s][j]:
-                        ok = cs[j] >= prev_s[s][j]
-                        prev_s[s][j] = send[0]
+                    if ex[j]:
+                        ok = cs[j] >= prev[j]
+                        prev[j] = send[0]
                         cs[j] = 0.0
                         if ok:
                             send_s, spec = send
-                            last_s[s][j] = tid
+                            fold[j] = tid
                         else:
-                            exact_s[s][j] = False
-                            x = last_s[s][j]
+                            ex[j] = False
+                            x = fold[j]
                             wait = x + SENT if x >= 0 else -1
                     else:
                         wait = -1

@@ -462,9 +462,9 @@ _S_THEN, _S_SEND_S, _S_SEND = (OpTask.__dict__[n].__set__ for n in ("then_s", "s
 def clean_two(a: int, d: int) -> tuple[int, ...]:
     """The cleaning :meth:`GraphBuilder.add` does (inline there, for speed) of two
     dependency ids ``[a, d]`` (negative: none): the non-negative ones, once, sorted. The
-    lowering's hot loops (:func:`perfmodel.parallel.lower_shortcuts.run_plain_schedule`,
-    :func:`perfmodel.parallel.lower_replay.run_chain_schedule`) call it where they build a
-    task's dependencies themselves.
+    lowering's chain loop (:func:`perfmodel.parallel.lower_replay.run_chain_schedule`) calls it
+    where it builds a task's dependencies itself; the plain loop
+    (:func:`perfmodel.parallel.lower_shortcuts.run_plain_schedule`) spells the rule inline.
 
     >>> clean_two(3, 1), clean_two(-1, 2), clean_two(2, 2), clean_two(-1, -1)
     ((1, 3), (2,), (2,), ())
@@ -512,8 +512,8 @@ class GraphBuilder:
         :class:`ChainTask` (:meth:`add_chain`).
         The stores are mirrored inline in ``LoweringShortcuts.run_plain_schedule`` (and, for
         :meth:`add_chain`'s, in ``OperationReplay.run_chain_schedule``), which clean two ids
-        with :func:`clean_two` (the same rule as the two-id case below, kept inline here: a call
-        per task costs ~0.5 ms a lowering) and three by hand;
+        by :func:`clean_two`'s rule (the same rule as the two-id case below, kept inline here
+        and in the plain loop: a call per task costs ~0.5 ms a lowering) and three by hand;
         ``tests/parallel/test_plain_loop.py`` compares."""
         if duration_s < 0 or duration_s != duration_s:
             raise ValueError(f"task {label!r}: invalid duration {duration_s!r}")
