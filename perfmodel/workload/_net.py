@@ -174,6 +174,20 @@ class Net(ConvLayers, AttentionLayers):
         if copies:
             self.block = block + copies
 
+    def copy_block(self, start: int, buffers: int, name: str) -> None:
+        """Append a copy of the last block, ``layers[start:]`` (built from ``buffers`` buffer
+        bytes on), as the next block called ``name``: each layer
+        :meth:`~perfmodel.workload.layers.LayerCost.changed` (its name's first part replaced,
+        the next block index), its buffers counted again. Not
+        :meth:`~perfmodel.workload.layers.LayerCost.relabelled`: the lowering treats such a
+        copy as its source's (a shared cost source), which moved sums in their last bits;
+        these layers stand alone, as the built ones did."""
+        block = self.new_block()
+        layers = self.layers[start:]
+        strip = len(layers[0].name.split(".", 1)[0])
+        self.layers += [la.changed(name=name + la.name[strip:], block=block) for la in layers]
+        self.buffers += self.buffers - buffers
+
     def all_layers(self) -> tuple[LayerCost, ...] | StackedLayers:
         """Every layer in order: :attr:`layers` with the copies of :meth:`repeat_block` in
         place (a :class:`~perfmodel.workload.layers.StackedLayers` then, else a tuple), and the

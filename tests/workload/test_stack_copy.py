@@ -20,7 +20,7 @@ def test_copied_layers_equal_built_layers(
     tp: int, sp: bool, gated: bool, flash: bool, layers: int, embedded: bool
 ) -> None:
     """``embedded``: an embedding (a weight layer) comes first, so layer 1 is layer 0's copy
-    too (``_copy_block``); without one, layer 0's first linear has no input gradient and
+    too (``Net.copy_block``); without one, layer 0's first linear has no input gradient and
     layer 1 is built."""
     cfg = TransformerConfig(
         hidden=64,

@@ -233,7 +233,7 @@ def _stack(net: Net, cfg: TransformerConfig, b: int, s: int) -> None:
     :class:`~perfmodel.workload.layers.StackedLayers`, which makes a copy when it is read), so
     a 96-layer GPT-3 builds in the time of two layers and its readers can cost one block.
     Where a weight layer came before layer 0 too (an embedding: every zoo decoder and
-    encoder), layer 1 is layer 0's copy by the same argument (:func:`_copy_block`), and only
+    encoder), layer 1 is layer 0's copy by the same argument (:meth:`Net.copy_block`), and only
     layer 0 is built.
     """
     copy_first = net.after_weights  # layer 1 is layer 0's copy
@@ -242,28 +242,13 @@ def _stack(net: Net, cfg: TransformerConfig, b: int, s: int) -> None:
         first, first_buffers = start, buffers
         start, buffers = len(net.layers), net.buffers
         if i == 1 and copy_first:
-            _copy_block(net, first, first_buffers, "layer1")
+            net.copy_block(first, first_buffers, "layer1")
         else:
             transformer_layer(net, cfg, b, s, f"layer{i}")
     if cfg.layers > 2:
         net.repeat_block(start, cfg.layers - 2, 2)
         net.buffers += (net.buffers - buffers) * (cfg.layers - 2)
     net.end_blocks()
-
-
-def _copy_block(net: Net, start: int, buffers: int, name: str) -> None:
-    """Append a copy of the last block, ``net.layers[start:]`` (built from ``buffers``
-    buffer bytes on), as the next block called ``name``: each layer
-    :meth:`~perfmodel.workload.layers.LayerCost.changed` (its name's first part replaced,
-    the next block index), its buffers counted again. Not
-    :meth:`~perfmodel.workload.layers.LayerCost.relabelled`: a copy of that kind is costed
-    as its source's run (:func:`~perfmodel.workload.layers.layer_runs`), which would change
-    how the block's sums are taken; these layers are the built ones' values, standing alone."""
-    block = net.new_block()
-    layers = net.layers[start:]
-    strip = len(layers[0].name.split(".", 1)[0])
-    net.layers += [la.changed(name=name + la.name[strip:], block=block) for la in layers]
-    net.buffers += net.buffers - buffers
 
 
 def _check_positions(seq_len: int, max_positions: int) -> None:
