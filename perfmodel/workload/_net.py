@@ -174,6 +174,20 @@ class Net(ConvLayers, AttentionLayers):
         if copies:
             self.block = block + copies
 
+    def copy_block(self, start: int, buffers: int, name: str) -> None:
+        """Append a copy of the last block, ``layers[start:]`` (built from ``buffers`` buffer
+        bytes on), as the next block called ``name``: each layer
+        :meth:`~perfmodel.workload.layers.LayerCost.changed` (its name's first part replaced,
+        the next block index), its buffers counted again. Not
+        :meth:`~perfmodel.workload.layers.LayerCost.relabelled`: the lowering treats such a
+        copy as its source's (a shared cost source), which moved sums in their last bits;
+        these layers stand alone, as the built ones did."""
+        block = self.new_block()
+        layers = self.layers[start:]
+        strip = len(layers[0].name.split(".", 1)[0])
+        self.layers += [la.changed(name=name + la.name[strip:], block=block) for la in layers]
+        self.buffers += self.buffers - buffers
+
     def all_layers(self) -> tuple[LayerCost, ...] | StackedLayers:
         """Every layer in order: :attr:`layers` with the copies of :meth:`repeat_block` in
         place (a :class:`~perfmodel.workload.layers.StackedLayers` then, else a tuple), and the
@@ -255,7 +269,7 @@ class Net(ConvLayers, AttentionLayers):
         gathered = CollectiveOp.ALLGATHER in _tp_ops(la)
         el = float(g.m * g.k * g.batch) / (self.seq_shard if gathered else 1)
         saved = el * (self.act_bytes - self.kernels.fp8.norm_output_bytes(self.act_bytes))
-        return norm if saved <= 0 else replace(norm, fwd_bytes=norm.fwd_bytes - saved)
+        return norm if saved <= 0 else norm.changed(fwd_bytes=norm.fwd_bytes - saved)
 
     def _fp8_cast(self, la: LayerCost, *, norm_fed: bool = False) -> LayerCost:
         """The quantisation kernels of FP8 linear layer ``la`` under :attr:`kernels`' recipe
@@ -307,7 +321,7 @@ class Net(ConvLayers, AttentionLayers):
             + (x_el if gathered else 0.0)
             + (2 * dy_el if scattered else 0.0)
         )
-        return LayerCost(
+        return LayerCost.built(
             name=f"{la.name}.fp8_cast",
             kind=LayerKind.ELEMENTWISE,
             fwd_flop=2.0 * x_el,
@@ -342,7 +356,7 @@ class Net(ConvLayers, AttentionLayers):
             else c
             for c in la.fwd_comm
         )
-        return la if comms == la.fwd_comm else replace(la, fwd_comm=comms)
+        return la if comms == la.fwd_comm else la.changed(fwd_comm=comms)
 
     def _fsdp_copy(self, name: str, params: int, block: int | None, tensors: int) -> LayerCost:
         """FSDP2's copies for one unit of ``params`` parameters in ``tensors`` tensors per
@@ -374,7 +388,7 @@ class Net(ConvLayers, AttentionLayers):
             bk = tensors + once
         else:
             fwd, bwd, bk = gathered, gathered + reduce_in, 2
-        return LayerCost(
+        return LayerCost.built(
             name=name,
             params=0,  # copies of the unit's parameters, counted by its own layers
             kind=LayerKind.OTHER,
@@ -440,7 +454,7 @@ class Net(ConvLayers, AttentionLayers):
     ) -> None:
         """Append a layer without parameters (no weight gradient) to the current block."""
         self._add(
-            LayerCost(
+            LayerCost.built(
                 name=name,
                 kind=kind,
                 fwd_flop=fwd_flop,
@@ -482,7 +496,7 @@ class Net(ConvLayers, AttentionLayers):
         a = self.act_bytes
         p = self.param_bytes
         self._add(
-            LayerCost(
+            LayerCost.built(
                 name=name,
                 kind=kind,
                 fwd_flop=flop[0],
@@ -526,7 +540,7 @@ class Net(ConvLayers, AttentionLayers):
         a, p = self.act_bytes, self.param_bytes
         bias_flop = y_el if bias else 0
         self._add(
-            LayerCost(
+            LayerCost.built(
                 name=name,
                 kind=kind,
                 fwd_flop=gemm.flop + bias_flop,
@@ -546,7 +560,14 @@ class Net(ConvLayers, AttentionLayers):
     def unsave(self, index: int = -1) -> None:
         """The layer at ``index`` keeps a tensor that another layer already counts (two
         consumers of one input): its ``activation_bytes`` become 0, counted once."""
-        self.layers[index] = replace(self.layers[index], activation_bytes=0.0)
+        self.layers[index] = self.layers[index].changed(activation_bytes=0.0)
+
+    @property
+    def after_weights(self) -> bool:
+        """A weight layer came before (:meth:`_needs_dgrad`: the next one computes its input
+        gradient); a transformer layer built now is then the one built after it
+        (:func:`perfmodel.workload.zoo.transformer._stack`)."""
+        return not self._first_weight_layer
 
     def _needs_dgrad(self) -> bool:
         first = self._first_weight_layer
@@ -747,7 +768,7 @@ class Net(ConvLayers, AttentionLayers):
         rows = el / max(x[-1], 1)
         stats = (1 if rms else 2) * rows * 4.0
         self._add(
-            LayerCost(
+            LayerCost.built(
                 name=name,
                 kind=LayerKind.NORM,
                 fwd_flop=(4.0 if rms else 8.0) * el,

@@ -10,8 +10,6 @@ docstring stating each kernel's FLOP and bytes) prices one attention in one form
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from perfmodel.errors import ConfigError, InfeasiblePlanError
 from perfmodel.ops import CollectiveOp
 from perfmodel.workload._net_shapes import Shape, _sliding_keys, _window_gemm
@@ -276,8 +274,7 @@ class AttentionLayers:
             casts_input=casts_input,
             **marks,
         )
-        self.layers[-1] = replace(
-            self.layers[-1],
+        self.layers[-1] = self.layers[-1].changed(
             fwd_flop=flop,
             bwd_input_flop=flop if dgrad else 0.0,
             bwd_weight_flop=flop,
@@ -311,7 +308,7 @@ class AttentionLayers:
         el = b * s * dim
         self._first_weight_layer = False  # token ids need no gradient; later layers do
         self._add(
-            LayerCost(
+            LayerCost.built(
                 name=name,
                 kind=LayerKind.EMBEDDING,
                 fwd_flop=0.0,

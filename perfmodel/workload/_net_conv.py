@@ -113,7 +113,7 @@ class ConvLayers:
         c = y[1]
         a, p = self.act_bytes, self.param_bytes
         self._add(
-            LayerCost(
+            LayerCost.built(
                 name=name,
                 kind=LayerKind.ELEMENTWISE,
                 fwd_flop=float(el),
@@ -173,7 +173,7 @@ class ConvLayers:
         a = self.act_bytes
         self.buffers += buffers_per_channel * c
         self._add(
-            LayerCost(
+            LayerCost.built(
                 name=name,
                 kind=LayerKind.NORM,
                 fwd_flop=8.0 * el,

@@ -11,7 +11,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -295,6 +295,38 @@ class LayerCost:
     def total_flop(self) -> float:
         return self.fwd_flop + self.bwd_flop
 
+    @classmethod
+    def built(cls, **fields_: Any) -> LayerCost:
+        """``LayerCost(**fields_)`` at a third of its cost, for the network builders
+        (:class:`perfmodel.workload._net.Net`: a new plan's workload makes 30-40 layers).
+
+        The frozen dataclass's ``__init__`` sets each of the 30 fields with
+        ``object.__setattr__`` (~3.5 us a layer); this makes the instance's ``__dict__`` at
+        once: every field's default in declaration order, the given values in their places.
+        That is the dictionary ``__init__`` leaves (the same keys in the same order, the same
+        value objects; there is no ``__post_init__``), so equality, hashing, ``repr`` and
+        every reader see the same layer. Unknown or missing field names go to ``__init__``,
+        which raises its ``TypeError``. :data:`FAST_BUILD` off: ``__init__`` always (the
+        reference ``tests/workload/test_layer_built.py`` compares against)."""
+        d = {**_FIELD_DEFAULTS, **fields_}
+        if not FAST_BUILD or len(d) != len(_FIELD_DEFAULTS) or not fields_.keys() >= _REQUIRED:
+            return cls(**fields_)
+        new = object.__new__(cls)
+        object.__setattr__(new, "__dict__", d)
+        return new
+
+    def changed(self, **changes: Any) -> LayerCost:
+        """``dataclasses.replace(self, **changes)`` by :meth:`built`: every field of this layer
+        with ``changes`` in their places (a :meth:`relabelled` copy's link to its source is not
+        a field, and is dropped as ``replace`` drops it)."""
+        d = {**_FIELD_DEFAULTS, **self.__dict__, **changes}
+        d.pop("_cost_source", None)
+        if not FAST_BUILD or len(d) != len(_FIELD_DEFAULTS):
+            return replace(self, **changes)  # and its error for a name that is no field
+        new = object.__new__(type(self))
+        object.__setattr__(new, "__dict__", d)
+        return new
+
     def relabelled(self, name: str, block: int | None) -> LayerCost:
         """This layer under another ``name`` and ``block`` index, every cost field shared.
 
@@ -322,6 +354,17 @@ class LayerCost:
         """
         return _cost_fields(self)
 
+
+#: Every field of :class:`LayerCost` and its default, in declaration order (``None`` for the
+#: ten without one, :data:`_REQUIRED`): the template of :meth:`LayerCost.built`.
+_FIELD_DEFAULTS: dict[str, Any] = {
+    f.name: None if f.default is MISSING else f.default for f in fields(LayerCost)
+}
+_REQUIRED = frozenset(f.name for f in fields(LayerCost) if f.default is MISSING)
+
+#: :meth:`LayerCost.built` makes the instance's dictionary at once; ``False``: it calls
+#: ``LayerCost(**fields)`` (the switch a test flips against the direct path).
+FAST_BUILD = True
 
 _cost_fields = attrgetter(*(f.name for f in fields(LayerCost) if f.name not in ("name", "block")))
 

@@ -91,14 +91,14 @@ def _last(net: Net, name: str) -> int:
 def _add_params(net: Net, name: str, extra: int) -> None:
     """Add ``extra`` parameters (biases, sinks) to the last layer called ``name``."""
     i = _last(net, name)
-    net.layers[i] = replace(net.layers[i], params=net.layers[i].params + extra)
+    net.layers[i] = net.layers[i].changed(params=net.layers[i].params + extra)
 
 
 def _drop_params(net: Net, names: tuple[str, ...]) -> None:
     """Parameter-free copies of the last layers called ``names`` (a norm without weight)."""
     for i in range(len(net.layers) - 1, -1, -1):
         if net.layers[i].name in names:
-            net.layers[i] = replace(net.layers[i], params=0)
+            net.layers[i] = net.layers[i].changed(params=0)
 
 
 def _window(size: int, kind: WindowKind, where: str) -> AttentionWindow:
@@ -208,11 +208,10 @@ def _expert_bias(net: Net, name: str, rows: int, h: int, local: int, moe: MoeCon
     net.op_layer(f"{name}.experts_fc2_bias", ops, float(rows * h), output_shape=(rows, h))
     la = net.layers.pop()
     if te and local > 1:  # mul and add per expert forward; cast, 2 mul, 2 sums per expert backward
-        la = replace(
-            la, kernels=la.kernels + 2 * (local - 1), bwd_kernels=la.bwd_kernels + 5 * (local - 1)
+        la = la.changed(
+            kernels=la.kernels + 2 * (local - 1), bwd_kernels=la.bwd_kernels + 5 * (local - 1)
         )
-    la = replace(
-        la,
+    la = la.changed(
         expert_role=ExpertRole.EXPERT,
         experts=moe.experts,
         top_k=moe.top_k,
@@ -251,12 +250,11 @@ def _clamped_activation(net: Net, name: str, rows: int, f: int) -> None:
     if te:
         i = _last(net, f"{name}.experts_fc2")
         la = net.layers[i]
-        net.layers[i] = replace(la, activation_bytes=la.activation_bytes + el * a)
+        net.layers[i] = la.changed(activation_bytes=la.activation_bytes + el * a)
     i = _last(net, f"{name}.experts_swiglu")
     la = net.layers[i]
     bwd_k = la.kernels if la.bwd_kernels is None else la.bwd_kernels
-    net.layers[i] = replace(
-        la,
+    net.layers[i] = la.changed(
         fwd_bytes=la.fwd_bytes + fwd_el * el * a,
         bwd_bytes=la.bwd_bytes + 5.0 * el * a,
         kernels=la.kernels + fwd_k,
@@ -412,7 +410,7 @@ def _mtp_module(
         op = CollectiveOp.REDUCESCATTER if net.sp else CollectiveOp.ALLREDUCE
         comm = (net.comm(op, el),)
     net.embedding(f"{p}.embed", b, s, cfg.vocab, h, parallel=True, fwd_comm=comm)
-    net.layers[-1] = replace(net.layers[-1], params=0)  # the main model's embedding
+    net.layers[-1] = net.layers[-1].changed(params=0)  # the main model's embedding
     block_norm(net, cfg, f"{p}.enorm", (b, s, h), params=h, shard=shard)
     block_norm(net, cfg, f"{p}.hnorm", (b, s, h), params=h, shard=shard)
     # column-parallel as Megatron-Core's eh_proj; the all-gather of its h/tp outputs back to
@@ -422,7 +420,7 @@ def _mtp_module(
     block_norm(net, cfg, f"{p}.final_norm", (b, s, h), params=h, shard=shard)
     _column_linear(net, f"{p}.lm_head", (b * s, h), cfg.vocab, bias=False)
     last = net.layers[-1]
-    net.layers[-1] = replace(last, params=0, keep_16bit=True)
+    net.layers[-1] = last.changed(params=0, keep_16bit=True)
     loss_comm: tuple[CommPoint, ...] = ()
     if net.tp > 1:
         loss_comm = (net.comm(CollectiveOp.ALLREDUCE, 3 * b * s, element_bytes=4),)

@@ -7,8 +7,6 @@ Each Inception module is one block. Branches that read the same input count that
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from perfmodel.workload._net import Net, Shape
 from perfmodel.workload.zoo.cnn import _conv_bn_relu, _image_input, classifier, loss
 
@@ -137,7 +135,7 @@ def inception_v3(
         a = net.linear("AuxLogits.fc", a, num_classes)
         net.loss("AuxLogits.loss", a[0], num_classes)
         for i in range(start, len(net.layers)):
-            net.layers[i] = replace(net.layers[i], block=net.block)
+            net.layers[i] = net.layers[i].changed(block=net.block)
     net.new_block()
     x = _inception_d(net, "Mixed_7a", x)
     for name in ("Mixed_7b", "Mixed_7c"):

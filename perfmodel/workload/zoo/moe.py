@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -209,13 +209,13 @@ def _mark(net: Net, role: ExpertRole, moe: MoeConfig | None = None, **fields: ob
     expert layers and the dispatch/combine layers carry)."""
     if moe is not None:
         fields.update(experts=moe.experts, top_k=moe.top_k, routing_groups=moe.routing_groups)
-    net.layers[-1] = replace(net.layers[-1], expert_role=role, **fields)  # type: ignore[arg-type]
+    net.layers[-1] = net.layers[-1].changed(expert_role=role, **fields)
 
 
 def _chunk_sort_map(net: Net) -> None:
     """The last layer (a chunk sort's copy) with its map kernel first
     (:data:`CHUNK_SORT_MAP_KERNELS`), one kernel in backward."""
-    net.layers[-1] = replace(net.layers[-1], kernels=1 + CHUNK_SORT_MAP_KERNELS, bwd_kernels=1)
+    net.layers[-1] = net.layers[-1].changed(kernels=1 + CHUNK_SORT_MAP_KERNELS, bwd_kernels=1)
 
 
 def moe_mlp(net: Net, cfg: TransformerConfig, b: int, s: int, name: str, *, moe: MoeConfig) -> None:

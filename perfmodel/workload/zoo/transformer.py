@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from perfmodel._enum import parse_enum, snake, squash
@@ -232,11 +232,19 @@ def _stack(net: Net, cfg: TransformerConfig, b: int, s: int) -> None:
     kept as layer 1 and a count (:meth:`Net.repeat_block`; the workload's layers are then a
     :class:`~perfmodel.workload.layers.StackedLayers`, which makes a copy when it is read), so
     a 96-layer GPT-3 builds in the time of two layers and its readers can cost one block.
+    Where a weight layer came before layer 0 too (an embedding: every zoo decoder and
+    encoder), layer 1 is layer 0's copy by the same argument (:meth:`Net.copy_block`), and only
+    layer 0 is built.
     """
+    copy_first = net.after_weights  # layer 1 is layer 0's copy
     start, buffers = len(net.layers), net.buffers
     for i in range(min(cfg.layers, 2)):
+        first, first_buffers = start, buffers
         start, buffers = len(net.layers), net.buffers
-        transformer_layer(net, cfg, b, s, f"layer{i}")
+        if i == 1 and copy_first:
+            net.copy_block(first, first_buffers, "layer1")
+        else:
+            transformer_layer(net, cfg, b, s, f"layer{i}")
     if cfg.layers > 2:
         net.repeat_block(start, cfg.layers - 2, 2)
         net.buffers += (net.buffers - buffers) * (cfg.layers - 2)
@@ -429,7 +437,7 @@ def transformer_layer(
             bwd_elements=2 if cfg.pre_norm else None,
             autocast_fp32=True,
         )
-        net.layers[-1] = replace(net.layers[-1], kernel_class=KernelClass.RESIDUAL)
+        net.layers[-1] = net.layers[-1].changed(kernel_class=KernelClass.RESIDUAL)
 
     for i, (section, dropout) in enumerate(
         ((attention, "attn_out_dropout"), (mlp, "mlp_dropout")), start=1
@@ -474,7 +482,7 @@ def scatter_embedding_output(net: Net, b: int, s: int, h: int) -> None:
     ``s b h / t`` elements as every later block's; without sequence parallelism nothing
     changes."""
     if net.seq_shard > 1:
-        net.layers[-1] = replace(net.layers[-1], output_shape=(b, s // net.seq_shard, h))
+        net.layers[-1] = net.layers[-1].changed(output_shape=(b, s // net.seq_shard, h))
 
 
 def _lm_head_and_loss(
@@ -491,9 +499,9 @@ def _lm_head_and_loss(
     max, sum of exponentials, target logit; Megatron ``vocab_parallel_cross_entropy``)."""
     _column_linear(net, name, (rows, cfg.hidden), cfg.vocab, bias=bias)  # after the final norm
     last = net.layers[-1]  # FP8 recipes keep the LM head in 16 bit (LayerCost.keep_16bit)
-    net.layers[-1] = last = replace(last, keep_16bit=True)
+    net.layers[-1] = last = last.changed(keep_16bit=True)
     if tied:
-        net.layers[-1] = replace(last, params=last.params - (last.gemm.k * last.gemm.n))
+        net.layers[-1] = last.changed(params=last.params - (last.gemm.k * last.gemm.n))
     comm: tuple[CommPoint, ...] = ()
     if net.tp > 1:
         comm = (net.comm(CollectiveOp.ALLREDUCE, 3 * rows, element_bytes=4),)  # fp32
@@ -776,7 +784,7 @@ def bert(
             # index_select reads and writes b p h; its backward zero-fills the b s h gradient
             # and scatters the b p h rows into it (index_add_)
             net.elementwise("mlm.gather", (b, p, hidden), "copy", bwd_elements=s / p + 2)
-            net.layers[-1] = replace(net.layers[-1], kernel_class=KernelClass.COPY)
+            net.layers[-1] = net.layers[-1].changed(kernel_class=KernelClass.COPY)
         t = net.linear("mlm.transform", (b, p, hidden), hidden)
         net.elementwise("mlm.gelu", t, "gelu", saved_bytes=float(b * p * hidden * net.act_bytes))
         net.norm("mlm.ln", t, params=2 * hidden)
@@ -828,7 +836,7 @@ def vit(
     net.conv("patch_embed", (b, 3, image_size, image_size), hidden, patch, patch, bias=True)
     a = net.act_bytes
     net.other(
-        LayerCost(
+        LayerCost.built(
             name="cls_token+pos_embedding",
             kind=LayerKind.ELEMENTWISE,
             fwd_flop=float(b * s * hidden),
@@ -958,14 +966,14 @@ def transformer_xl(
     head = cuts[0] + len(cuts)
     net.linear("crit.head", (tokens, h), head)
     last = net.layers[-1]  # word weights tied to the embedding: cluster weights and biases own
-    net.layers[-1] = replace(last, params=cuts[0] + len(cuts) * (h + 1))
+    net.layers[-1] = last.changed(params=cuts[0] + len(cuts) * (h + 1))
     net.loss("crit.head_log_softmax", tokens, head)
     for c in range(1, len(ends) - 1):
         lo, hi = ends[c], ends[c + 1]
         rows = max(1, round(tokens * _zipf_coverage(lo, hi, vocab)))
         net.linear(f"crit.tail{c}", (rows, h), hi - lo)
         tail = net.layers[-1]
-        net.layers[-1] = replace(tail, params=hi - lo)  # tied weight: only the bias is new
+        net.layers[-1] = tail.changed(params=hi - lo)  # tied weight: only the bias is new
         net.loss(f"crit.tail{c}_log_softmax", rows, hi - lo)
     return cfg
 
