@@ -592,15 +592,31 @@ def moments_peak(
     + (m - n_c + done_c - n_c) ri_c + m rg_c`` and held ``sum_c [gathered_c] g_c + [grads_c]
     r_c``, for ``a = per_mb``, ``o = outs``, ``g = gat``, ``r = red``, ``(ri, rg) = recv``, per
     chunk."""
-    per_chunk = [(*x, ri, rg) for *x, (ri, rg) in zip(per_mb, outs, gat, red, recv, strict=True)]
-    best = (-1.0, 0.0, 0.0)
+    # per chunk the loop's invariants, the same floats: m rg, and the held sum of each
+    # (gathered, grads) pair, [gathered][grads]
+    per_chunk = [
+        (a, o, ri, m * rg, ((0.0 + 0.0, 0.0 + r), (g + 0.0, g + r)))
+        for a, o, g, r, (ri, rg) in zip(per_mb, outs, gat, red, recv, strict=True)
+    ]
+    best, out = -1.0, (0.0, 0.0)
+    if len(per_chunk) == 2:  # two chunks (interleaving's usual count): the same sums, unrolled
+        (a0, o0, ri0, mrg0, h0), (a1, o1, ri1, mrg1, h1) = per_chunk
+        for (l0, g0, r0, d0), (l1, g1, r1, d1) in moments:
+            acts = working + (l0 * a0 + d0 * o0)
+            acts += (m - l0 + d0 - l0) * ri0 + mrg0
+            acts += l1 * a1 + d1 * o1
+            acts += (m - l1 + d1 - l1) * ri1 + mrg1
+            held = 0.0 + h0[g0][r0] + h1[g1][r1]
+            if acts + held > best:
+                best, out = acts + held, (acts, held)
+        return out
     for t in moments:
         acts = working
         held = 0.0
-        for (live, gathered, grads, done), (a, o, g, r, ri, rg) in zip(t, per_chunk, strict=True):
+        for (live, gathered, grads, done), (a, o, ri, mrg, h) in zip(t, per_chunk, strict=True):
             acts += live * a + done * o
-            acts += (m - live + done - live) * ri + m * rg  # receive buffers, kept .grad
-            held += (g if gathered else 0.0) + (r if grads else 0.0)
-        if acts + held > best[0]:
-            best = (acts + held, acts, held)
-    return best[1], best[2]
+            acts += (m - live + done - live) * ri + mrg  # receive buffers, kept .grad
+            held += h[gathered][grads]
+        if acts + held > best:
+            best, out = acts + held, (acts, held)
+    return out

@@ -1,10 +1,14 @@
 """Stage memory's speed doors (speed35e) against their direct paths, field for field:
 ``stage_memory.STATIC_PARTS`` (a stage's moment-free parts read off an earlier stage whose
 chunks name the same shapes), ``stage_memory.LIVE_PEAK`` (the live sets' peak without the
-zero terms) and ``schedule.LIVE_RUNS`` (moments without windows made run by run); and the
-moments' two-chunk unrolled output (``schedule._moments_out``)."""
+zero terms) and ``schedule.LIVE_RUNS`` (moments without windows made run by run); the
+moments' two-chunk unrolled output (``schedule._moments_out``); and ``moments_peak``'s
+hoisted, unrolled sum against its formula."""
 
 from __future__ import annotations
+
+import random
+from collections.abc import Sequence
 
 import pytest
 from pipelined_lowerings import SMALL, lowering, torchtitan
@@ -12,6 +16,7 @@ from pipelined_lowerings import SMALL, lowering, torchtitan
 from perfmodel.parallel import schedule, stage_memory
 from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.plan import PipelineSchedule
+from perfmodel.parallel.schedule import ChunkState
 
 SWITCHES = ((stage_memory, "STATIC_PARTS"), (stage_memory, "LIVE_PEAK"), (schedule, "LIVE_RUNS"))
 
@@ -128,3 +133,52 @@ def test_two_chunk_output_is_the_general_one() -> None:
         ((3, True, False, 5), (1, True, True, 2)),
         ((2, True, False, 6), (0, True, True, 4)),
     )
+
+
+def _peak_by_the_formula(
+    moments: Sequence[tuple[ChunkState, ...]],
+    m: int,
+    working: float,
+    per_mb: Sequence[float],
+    outs: Sequence[float],
+    gat: Sequence[float],
+    red: Sequence[float],
+    recv: Sequence[tuple[float, float]],
+) -> tuple[float, float]:
+    """``moments_peak`` as written before its invariants were hoisted (main23): the reference."""
+    best = (-1.0, 0.0, 0.0)
+    for t in moments:
+        acts, held = working, 0.0
+        for (live, gathered, grads, done), a, o, g, r, (ri, rg) in zip(
+            t, per_mb, outs, gat, red, recv, strict=True
+        ):
+            acts += live * a + done * o
+            acts += (m - live + done - live) * ri + m * rg
+            held += (g if gathered else 0.0) + (r if grads else 0.0)
+        if acts + held > best[0]:
+            best = (acts + held, acts, held)
+    return best[1], best[2]
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 3])
+def test_moments_peak_is_the_formula_bit_for_bit(chunks: int) -> None:
+    """The hoisted and (two chunks) unrolled sum against the plain formula: 400 random steps
+    of random moments and sizes, compared exactly."""
+    rng = random.Random(35 + chunks)
+
+    def size() -> float:
+        return rng.choice([0.0, rng.uniform(0, 1e9), float(rng.randint(0, 10**9)) / 3.0])
+
+    for _ in range(400):
+        m = rng.choice([0, rng.randint(1, 64)])
+        moments = [
+            tuple(
+                (rng.randint(0, 40), rng.random() < 0.5, rng.random() < 0.5, rng.randint(0, 64))
+                for _ in range(chunks)
+            )
+            for _ in range(rng.randint(0, 12))
+        ]
+        sizes = [[size() for _ in range(chunks)] for _ in range(4)]
+        recv = [(size(), size()) for _ in range(chunks)]
+        args = (moments, m, size(), *sizes, recv)
+        assert stage_memory.moments_peak(*args) == _peak_by_the_formula(*args)
