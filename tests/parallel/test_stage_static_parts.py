@@ -136,16 +136,11 @@ def test_two_chunk_output_is_the_general_one() -> None:
 
 
 def _peak_by_the_formula(
-    moments: Sequence[tuple[ChunkState, ...]],
-    m: int,
-    working: float,
-    per_mb: Sequence[float],
-    outs: Sequence[float],
-    gat: Sequence[float],
-    red: Sequence[float],
-    recv: Sequence[tuple[float, float]],
+    moments: Sequence[tuple[ChunkState, ...]], m: int, working: float, sizes: Sequence[object]
 ) -> tuple[float, float]:
-    """``moments_peak`` as written before its invariants were hoisted (main23): the reference."""
+    """``moments_peak`` as written before its invariants were hoisted (main23): the reference;
+    ``sizes``: its ``per_mb, outs, gat, red, recv``."""
+    per_mb, outs, gat, red, recv = sizes
     best = (-1.0, 0.0, 0.0)
     for t in moments:
         acts, held = working, 0.0
@@ -180,5 +175,6 @@ def test_moments_peak_is_the_formula_bit_for_bit(chunks: int) -> None:
         ]
         sizes = [[size() for _ in range(chunks)] for _ in range(4)]
         recv = [(size(), size()) for _ in range(chunks)]
-        args = (moments, m, size(), *sizes, recv)
-        assert stage_memory.moments_peak(*args) == _peak_by_the_formula(*args)
+        working = size()
+        got = stage_memory.moments_peak(moments, m, working, *sizes, recv)
+        assert got == _peak_by_the_formula(moments, m, working, (*sizes, recv))
