@@ -197,8 +197,59 @@ def chunk_moments(
     >>> [c[0] for c in max(ms, key=lambda t: sum(c[0] for c in t))]
     [4, 1]
     """
+    if not windows and LIVE_RUNS:
+        return _moments_live(schedule, p, m, stage, v)
     walk = _moments_jumping if JUMPS else _moments_walk
     return walk(schedule, p, m, stage, v, windows)
+
+
+#: Whether :func:`chunk_moments` without windows reads the alternation run by run
+#: (:func:`_moments_live`) instead of jumping (:func:`_moments_jumping`); tests compare both
+#: with the walk.
+LIVE_RUNS = True
+
+
+def _moments_live(
+    schedule: PipelineSchedule, p: int, m: int, stage: int, v: int
+) -> tuple[tuple[ChunkState, ...], ...]:
+    """:func:`chunk_moments` without windows (the live counts after each forward up to the
+    last, in order of first occurrence), made run by run; bit for bit
+    :func:`_moments_walk`'s (tests compare them over a grid of schedules).
+
+    After the warm-up, forward ``k`` (chunk ``(k // p) % u``) is recorded and then backward
+    ``k - w`` (chunk ``u - 1 - ((k - w) // p) % u``) releases a set, so while neither chunk
+    changes (a run: ``k`` and ``k - w`` inside one block of ``p``) step ``t`` of the run
+    records the counts with ``t`` more of the forward's chunk and ``t - 1`` fewer of the
+    backward's; where the two are one chunk every step records the same counts. Whole
+    periods of ``p u`` steps leave the counts as they were and record again what the next
+    period records, so all but the last are skipped (the walk's skip)."""
+    w, n, u = _alternation(schedule, p, m, stage, v)
+    pu, live = p * u, [0] * v
+    seen: dict[tuple, tuple[int, ...] | None] = {}
+    if w:  # the warm-up's last forward holds all the ones before it do
+        cycles, rest = divmod(w, pu)
+        for c in range(u):
+            live[c] = cycles * p + min(p, max(0, rest - c * p))
+        seen[tuple(live)] = None
+    k = w
+    if k + 2 * pu <= n:
+        k += ((n - k) // pu - 1) * pu
+    while k < n:
+        j = k - w
+        cf, cb = (k // p) % u, u - 1 - (j // p) % u
+        run = n - k if u == 1 else min((k // p + 1) * p, (j // p + 1) * p + w, n) - k
+        x, y = live[cf], live[cb]
+        if cf == cb:  # each step records the counts with one more of the chunk's sets
+            live[cf] = x + 1
+            seen[tuple(live)] = None
+            live[cf] = x
+        else:
+            for t in range(1, run + 1):
+                live[cf], live[cb] = x + t, y - t + 1
+                seen[tuple(live)] = None
+            live[cb] = y - run
+        k += run
+    return _moments_out(seen, False)
 
 
 def _moments_walk(
@@ -361,9 +412,19 @@ def _moments_out(
     seen: dict[tuple, tuple[int, ...] | None], windows: bool
 ) -> tuple[tuple[ChunkState, ...], ...]:
     """The :data:`ChunkState` tuples of a walk's kept keys (``(live, flags) -> done`` with
-    windows, ``live -> None`` without)."""
+    windows, ``live -> None`` without; two chunks, interleaving's usual count, unrolled)."""
+    first = next(iter(seen), ())
     if not windows:
+        if len(first) == 2:
+            return tuple([((a, False, False, 0), (b, False, False, 0)) for a, b in seen])
         return tuple(tuple([(x, False, False, 0) for x in key]) for key in seen)
+    if first and len(first[0]) == 2:
+        return tuple(
+            [
+                ((a, *f0, d[0]), (b, *f1, d[1]))  # type: ignore[index]
+                for ((a, b), (f0, f1)), d in seen.items()
+            ]
+        )
     return tuple(
         tuple([(lt[k], *fl[k], d[k]) for k in range(len(lt))])  # type: ignore[index]
         for (lt, fl), d in seen.items()

@@ -6,7 +6,9 @@ buffers, each as the step's recipe keeps them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
+from perfmodel._memo import keep
 from perfmodel.dtypes import Precision
 from perfmodel.errors import ConfigError
 from perfmodel.parallel.costs import Costs
@@ -31,7 +33,7 @@ from perfmodel.workload.layers import (
     layer_runs,
     runs_sum,
 )
-from perfmodel.workload.memory import ModuleRecompute, Optimizer
+from perfmodel.workload.memory import FRAGMENTATION, ModuleRecompute, Optimizer
 
 
 def tied_embedding_params(layers: Sequence[LayerCost]) -> int:
@@ -183,10 +185,71 @@ def stage_memory(
     its own live count (and FSDP2's windows, kept outputs and receive buffers: one per the step's
     ``microbatches``, required there, :func:`_moment_peak`) replaces ``in_flight`` x the mean.
     """
-    from perfmodel.workload import memory as wmem
-
     prec = costs.precision
     rc = recipe or default_recipe(plan, prec, optimizer)
+    st = _STATIC.of(chunks, (plan, rc, prec), (tied_params, buffer_bytes, replicas_on_gpu))
+    gathered = None  # the peak moment's gathered weights and gradients (pipelined FSDP2)
+    if moments is not None:  # the callers pass them for several chunks or FSDP2 windows
+        acts, gathered = _moment_peak(st, moments, rc, microbatches)
+    else:
+        acts = in_flight * sum(st.kept) / len(st.kept) + st.working
+        acts += in_flight * sum(st.ce_parts) / len(chunks)
+    ws = st.ws if gathered is None or not rc.gather_per_step else st.ws_base + gathered
+    weights = st.weights
+    subtotal = weights + st.grads + st.state + acts + ws + comm_buffer_bytes
+    ws += FRAGMENTATION * subtotal
+    return PlanMemory(
+        weights_bytes=weights,
+        grads_bytes=st.grads,
+        optimizer_bytes=st.state,
+        activations_bytes=acts,
+        workspace_bytes=ws,
+        comm_buffers_bytes=comm_buffer_bytes,
+        capacity_bytes=capacity_bytes,
+    )
+
+
+class _Static(NamedTuple):
+    """What :func:`stage_memory` reads off a stage's chunks and recipe alone, before the
+    schedule's moments (:func:`_static_parts`); bytes."""
+
+    weights: float
+    grads: float
+    state: float
+    kept: list[float]
+    working: float
+    ce_parts: list[float]
+    ws_base: float
+    """Context, library workspace, the largest transient and context parallelism's K/V."""
+    ws: float
+    """``ws_base`` plus the sharded weights' workspace where no moment says what is gathered."""
+    per_mb: list[float]
+    """Per chunk, ``kept + ce_parts``: one micro-batch's saved activations."""
+    outs: list[float]
+    """Pipelined FSDP2 (else empty, as ``gat``, ``red`` and ``recv``): per chunk, one
+    micro-batch's output (:func:`chunk_output_bytes`)."""
+    gat: list[float]
+    """Per chunk, its gathered weights (the last chunk's with the tied copy)."""
+    red: list[float]
+    """Per chunk, its unsharded gradients (the last chunk's with the tied copy)."""
+    recv: list[tuple[float, float]]
+
+
+def _static_parts(
+    chunks: Sequence[Chunk],
+    plan: ParallelismPlan,
+    rc: Recipe,
+    prec: Precision,
+    held: tuple[float, float, int],
+) -> _Static:
+    """:func:`stage_memory`'s parts that the schedule's moments do not change: model state,
+    per-chunk activations of one micro-batch, workspace and (pipelined FSDP2) the chunks'
+    outputs and receive buffers (:func:`_moment_peak`); ``held``: the stage's
+    ``(tied_params, buffer_bytes, replicas_on_gpu)``."""
+    from perfmodel.workload import memory as wmem
+
+    tied_params, buffer_bytes, replicas_on_gpu = held
+
     # a stack's copies of a block read as the block (their shapes and collectives are its)
     layers = [la for c in chunks for la in distinct_layers(c.layers)]
     params = float(sum(c.params for c in chunks)) + tied_params
@@ -207,14 +270,6 @@ def stage_memory(
     act_b = prec.activation_bytes
     ce = rc.cross_entropy
     ce_parts = [ce.saved_delta_bytes(c.layers, act_b) for c in chunks]
-    gathered = None  # the peak moment's gathered weights and gradients (pipelined FSDP2)
-    if moments is not None:  # the callers pass them for several chunks or FSDP2 windows
-        acts, gathered = _moment_peak(
-            chunks, kept, working, ce_parts, moments, rc, tied_params, act_b, microbatches
-        )
-    else:
-        acts = in_flight * sum(kept) / len(kept) + working
-        acts += in_flight * sum(ce_parts) / len(chunks)
     # the largest of the same products over the distinct shapes (a stack repeats a few); a loss
     # that writes the logits' gradient in place makes no pair of the LM head's output size
     shapes = {
@@ -225,27 +280,89 @@ def stage_memory(
     peak_layer = max(peak_layer, rc.cross_entropy.transient_bytes(layers))
     ws = wmem.CUDA_CONTEXT_BYTES + wmem.LIBRARY_WORKSPACE_BYTES + peak_layer
     ws += cp_gathered_kv_bytes(layers, plan, CPImpl.for_fusion(rc.fusion))
-    if gathered is not None and rc.gather_per_step:
-        ws += gathered
-    elif rc.gather_per_step:
+    base = ws
+    if rc.gather_per_step:
         # FSDP2 under torch.distributed.pipelining: every backward but the step's last runs
         # with reshard_after_backward and requires_gradient_sync off, so the stage's weights
-        # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype
+        # stay gathered and its gradients accumulate unsharded, upcast to reduce_dtype (the
+        # whole stage's where no moment says which chunk's: :func:`_moment_peak`)
         ws += params * (rc.gather_bytes + rc.grad_reduce_bytes)
     elif rc.sharding.stage >= 3:
         biggest = max(s.params for c in chunks for s in c.segments)
         ws += 2 * biggest * rc.gather_bytes  # gathered unit + one prefetched
-    subtotal = weights + grads + state + acts + ws + comm_buffer_bytes
-    ws += wmem.FRAGMENTATION * subtotal
-    return PlanMemory(
-        weights_bytes=weights,
-        grads_bytes=grads,
-        optimizer_bytes=state,
-        activations_bytes=acts,
-        workspace_bytes=ws,
-        comm_buffers_bytes=comm_buffer_bytes,
-        capacity_bytes=capacity_bytes,
+    per_mb = [k + e for k, e in zip(kept, ce_parts, strict=True)]
+    outs: list[float] = []
+    gat: list[float] = []
+    red: list[float] = []
+    recv: list[tuple[float, float]] = []
+    if rc.gather_per_step:
+        outs = [chunk_output_bytes(c, act_b) for c in chunks]
+        recv = [receive_buffer_bytes(c, act_b, o) for c, o in zip(chunks, outs, strict=True)]
+        per_chunk = [float(c.params) for c in chunks]
+        per_chunk[-1] += tied_params
+        gat = [p * rc.gather_bytes for p in per_chunk]
+        red = [p * rc.grad_reduce_bytes for p in per_chunk]
+    return _Static(
+        weights, grads, state, kept, working, ce_parts, base, ws, per_mb, outs, gat, red, recv
     )
+
+
+class _StaticMemo:
+    """The door of :data:`STATIC_PARTS`: :func:`_static_parts` kept for the stages of one
+    lowering whose chunks are read off the same chunks.
+
+    Exact: a chunk's :attr:`~perfmodel.parallel.lowering.Chunk.values_of` (or the chunk
+    itself) names its shape: a chunk read off another (:func:`~perfmodel.parallel.lowering.
+    _shifted_chunk`) holds the same offset in the stack's block and as many layers, so its
+    segments are the other's field for field but for their layer ids and its layers are
+    copies of the other's (equal in every field but ``name`` and ``block``), in the same
+    :func:`~perfmodel.workload.layers.layer_runs` pieces. :func:`_static_parts` reads a
+    layer's name only through its last part (``lm_head``, a module's part name: the same in
+    every copy) or its first (``layer<i>``, to group one block's layers) and its block only
+    by equality between layers of one chunk (the same grouping in a copy); so two stages
+    whose chunks name the same shapes, in order, under the same plan, recipe and precision,
+    with the same tied copy, buffers and replicas, get the same floats, summed in the same
+    order. Kept: the one context (plan, recipe, precision) last asked, read and replaced as
+    one object with its entries (a thread never reads another context's), and the named
+    chunks with each entry (so their ids stay theirs), at most :attr:`SIZE` entries.
+    """
+
+    SIZE = 64
+
+    def __init__(self) -> None:
+        self.state: tuple[tuple[object, ...], dict[tuple[object, ...], tuple[_Static, tuple]]]
+        self.state = ((), {})
+
+    def of(
+        self,
+        chunks: Sequence[Chunk],
+        context: tuple[ParallelismPlan, Recipe, Precision],
+        held: tuple[float, float, int],
+    ) -> _Static:
+        """:func:`_static_parts` of ``chunks`` under ``context`` (plan, recipe, precision)
+        with ``held`` (tied copy, buffers, replicas), kept (:data:`STATIC_PARTS`)."""
+        plan, rc, prec = context
+        if not STATIC_PARTS:
+            return _static_parts(chunks, plan, rc, prec, held)
+        ctx, entries = self.state
+        if len(ctx) != 3 or ctx[0] is not plan or ctx[1] is not rc or ctx[2] is not prec:
+            entries = {}
+            self.state = (context, entries)
+        shapes = tuple([c.values_of or c for c in chunks])
+        key = (*map(id, shapes), held)
+        hit = entries.get(key)
+        if hit is None:
+            hit = (_static_parts(chunks, plan, rc, prec, held), shapes)
+            keep(entries, key, hit, self.SIZE)
+        return hit[0]
+
+
+#: Whether :func:`stage_memory` reads a stage's moment-free parts off an earlier stage whose
+#: chunks name the same shapes (:class:`_StaticMemo`); ``False``: computed for every stage
+#: (the reference; tests compare both ways).
+STATIC_PARTS = True
+
+_STATIC = _StaticMemo()
 
 
 def _activation_parts(
@@ -352,14 +469,9 @@ def receive_buffer_bytes(chunk: Chunk, act_bytes: float, output: float) -> tuple
 
 
 def _moment_peak(
-    chunks: Sequence[Chunk],
-    kept: Sequence[float],
-    working: float,
-    ce_parts: Sequence[float],
+    st: _Static,
     moments: Sequence[tuple[ChunkState, ...]],
     rc: Recipe,
-    tied_params: float,
-    act_b: float,
     m: int | None,
 ) -> tuple[float, float]:
     """The stage's activations and, under pipelined FSDP2, its gathered weights with its
@@ -418,21 +530,50 @@ def _moment_peak(
     ``(activations, gathered)``, the first with the kept outputs and the receive buffers
     (:func:`moments_peak`).
     """
-    n = len(chunks)
-    outs, gat, red, recv = [0.0] * n, [0.0] * n, [0.0] * n, [(0.0, 0.0)] * n
-    if rc.gather_per_step:
-        if m is None:
-            raise TypeError("stage_memory: pipelined FSDP2 moments need the step's microbatches")
-        outs = [chunk_output_bytes(c, act_b) for c in chunks]
-        recv = [receive_buffer_bytes(c, act_b, o) for c, o in zip(chunks, outs, strict=True)]
-        params = [float(c.params) for c in chunks]
-        params[-1] += tied_params
-        gat = [p * rc.gather_bytes for p in params]
-        red = [p * rc.grad_reduce_bytes for p in params]
-    else:
-        m = 0
-    per_mb = [k + e for k, e in zip(kept, ce_parts, strict=True)]
-    return moments_peak(moments, m, working, per_mb, outs, gat, red, recv)
+    if not rc.gather_per_step:
+        if LIVE_PEAK:
+            return _live_peak(moments, st.working, st.per_mb), 0.0
+        n = len(st.per_mb)
+        zeros = [0.0] * n
+        return moments_peak(
+            moments, 0, st.working, st.per_mb, zeros, zeros, zeros, [(0.0, 0.0)] * n
+        )
+    if m is None:
+        raise TypeError("stage_memory: pipelined FSDP2 moments need the step's microbatches")
+    return moments_peak(moments, m, st.working, st.per_mb, st.outs, st.gat, st.red, st.recv)
+
+
+#: Whether :func:`_moment_peak` without pipelined FSDP2 sums only the live sets
+#: (:func:`_live_peak`) instead of :func:`moments_peak`'s every term; tests compare both.
+LIVE_PEAK = True
+
+
+def _live_peak(
+    moments: Sequence[tuple[ChunkState, ...]], working: float, per_mb: Sequence[float]
+) -> float:
+    """:func:`moments_peak`'s activations where only the live sets weigh (``m = 0``, every
+    chunk's output, gathered weights, gradients and receive buffers 0): ``working +
+    sum_c n_c a_c`` at the moment where it is the largest; ``held`` is then 0.
+
+    Bit for bit :func:`moments_peak`'s: its other terms are products with ``0.0`` (``+0.0``
+    or ``-0.0``), and adding them to ``n_c a_c`` or to the running sum (never ``-0.0``: it
+    starts at ``working >= 0``) leaves either as it is; its moment of the largest
+    ``acts + 0.0`` is the first of the largest ``acts``."""
+    best, out = -1.0, 0.0
+    if len(per_mb) == 2:  # two chunks (interleaving's usual count): the same sum, unrolled
+        a0, a1 = per_mb
+        for s0, s1 in moments:
+            acts = working + s0[0] * a0 + s1[0] * a1
+            if acts > best:
+                best = out = acts
+        return out
+    for t in moments:
+        acts = working
+        for state, a in zip(t, per_mb, strict=True):
+            acts += state[0] * a
+        if acts > best:
+            best = out = acts
+    return out
 
 
 def moments_peak(
@@ -451,15 +592,31 @@ def moments_peak(
     + (m - n_c + done_c - n_c) ri_c + m rg_c`` and held ``sum_c [gathered_c] g_c + [grads_c]
     r_c``, for ``a = per_mb``, ``o = outs``, ``g = gat``, ``r = red``, ``(ri, rg) = recv``, per
     chunk."""
-    per_chunk = [(*x, ri, rg) for *x, (ri, rg) in zip(per_mb, outs, gat, red, recv, strict=True)]
-    best = (-1.0, 0.0, 0.0)
+    # per chunk the loop's invariants, the same floats: m rg, and the held sum of each
+    # (gathered, grads) pair, [gathered][grads]
+    per_chunk = [
+        (a, o, ri, m * rg, ((0.0 + 0.0, 0.0 + r), (g + 0.0, g + r)))
+        for a, o, g, r, (ri, rg) in zip(per_mb, outs, gat, red, recv, strict=True)
+    ]
+    best, out = -1.0, (0.0, 0.0)
+    if len(per_chunk) == 2:  # two chunks (interleaving's usual count): the same sums, unrolled
+        (a0, o0, ri0, mrg0, h0), (a1, o1, ri1, mrg1, h1) = per_chunk
+        for (l0, g0, r0, d0), (l1, g1, r1, d1) in moments:
+            acts = working + (l0 * a0 + d0 * o0)
+            acts += (m - l0 + d0 - l0) * ri0 + mrg0
+            acts += l1 * a1 + d1 * o1
+            acts += (m - l1 + d1 - l1) * ri1 + mrg1
+            held = 0.0 + h0[g0][r0] + h1[g1][r1]
+            if acts + held > best:
+                best, out = acts + held, (acts, held)
+        return out
     for t in moments:
         acts = working
         held = 0.0
-        for (live, gathered, grads, done), (a, o, g, r, ri, rg) in zip(t, per_chunk, strict=True):
+        for (live, gathered, grads, done), (a, o, ri, mrg, h) in zip(t, per_chunk, strict=True):
             acts += live * a + done * o
-            acts += (m - live + done - live) * ri + m * rg  # receive buffers, kept .grad
-            held += (g if gathered else 0.0) + (r if grads else 0.0)
-        if acts + held > best[0]:
-            best = (acts + held, acts, held)
-    return best[1], best[2]
+            acts += (m - live + done - live) * ri + mrg  # receive buffers, kept .grad
+            held += h[gathered][grads]
+        if acts + held > best:
+            best, out = acts + held, (acts, held)
+    return out
