@@ -398,9 +398,10 @@ def _dep_end(
     """The end dependency ``d >= 0`` stands for, every encoding
     (``perfmodel.parallel.taskgraph``: a task's end, ``SENT`` its folded send's, ``HEAD``
     :func:`~perfmodel.parallel.taskgraph.piece_end`'s, ``CHAIN`` a chain's mark). The one
-    decoder by a call (``engine._over``, a chain's anchors); ``engine._list_schedule`` and
-    ``engine._chain_mode`` repeat its cases inline in their hot loops: a new encoding goes in
-    all three (``tests/sim/test_dependency_kinds.py``)."""
+    decoder by a call (a chain's anchors; ``engine._over`` calls it for ``HEAD`` and ``CHAIN``
+    only); ``engine._list_schedule``, ``engine._chain_mode`` and ``engine._over`` repeat its
+    plain and ``SENT`` cases inline in their hot loops: a new encoding goes in all four
+    (``tests/sim/test_dependency_kinds.py``)."""
     if d < SENT:
         return end[d]
     if d < HEAD:

@@ -448,6 +448,8 @@ def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> Perio
         if overs is None or last not in overs
         else (over_pieces(tasks[last], start[last], span, overs[last])[-1][0])
     )
+    # (`// u`: the last task's unit; no lowered step tells it from `mb[last]`, the last task
+    # being the optimizer (-1) or of the last unit, outside j0 + 1 .. j1 - 1 either way)
     if j0 < mb[last] // u < j1 or not s_last >= hi_tol:
         return 0
     period = tuple(t.tid for t in by_unit[mid])

@@ -12,8 +12,9 @@ from report_compare import pipelined_zero
 import perfmodel.api as api
 from perfmodel.api import Scenario, predict
 from perfmodel.parallel.lower_hidden import HiddenCollectives
+from perfmodel.parallel.taskgraph import TaskKind
 from perfmodel.report import step_breakdown as sb
-from perfmodel.report.step_breakdown import _EVENT_ORDER, _FOLDED_KEYS, _folded, task_class
+from perfmodel.report.step_breakdown import _EVENT_ORDER, _folded, task_class
 from perfmodel.sim.engine import CoarseTimeline, PeriodicTimeline
 
 GPT = {"layers": 8, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 8000}
@@ -23,7 +24,11 @@ def _reference(timeline, dev):  # type: ignore[no-untyped-def]
     """The previous ``_class_events``: every task of another device classified first."""
     events: list = []
     append = events.append
-    keys: dict = dict(_FOLDED_KEYS)  # the folded pieces' and sends' keys (_folded adds none)
+    keys: dict = {  # the folded pieces' and sends' keys (_folded adds none), spelled out
+        ("compute", TaskKind.COLLECTIVE, None): "0|comm:tp",
+        ("compute", TaskKind.COMPUTE, None): "0|compute",
+        ("folded send",): "1|comm:pp",
+    }
     start_s, end_s = timeline.start_s, timeline.end_s
     for t in timeline.graph.tasks:
         comm = t.comm
