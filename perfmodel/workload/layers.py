@@ -307,7 +307,10 @@ class LayerCost:
         value objects; there is no ``__post_init__``), so equality, hashing, ``repr`` and
         every reader see the same layer. Unknown or missing field names go to ``__init__``,
         which raises its ``TypeError``. :data:`FAST_BUILD` off: ``__init__`` always (the
-        reference ``tests/workload/test_layer_built.py`` compares against)."""
+        reference ``tests/workload/test_layer_built.py`` compares against). A subclass (its
+        own fields, defaults or ``__post_init__`` unknown here): ``__init__`` always."""
+        if cls is not LayerCost:
+            return cls(**fields_)
         d = {**_FIELD_DEFAULTS, **fields_}
         if not FAST_BUILD or len(d) != len(_FIELD_DEFAULTS) or not fields_.keys() >= _REQUIRED:
             return cls(**fields_)
@@ -318,7 +321,9 @@ class LayerCost:
     def changed(self, **changes: Any) -> LayerCost:
         """``dataclasses.replace(self, **changes)`` by :meth:`built`: every field of this layer
         with ``changes`` in their places (a :meth:`relabelled` copy's link to its source is not
-        a field, and is dropped as ``replace`` drops it)."""
+        a field, and is dropped as ``replace`` drops it); a subclass's layer by ``replace``."""
+        if type(self) is not LayerCost:
+            return replace(self, **changes)
         d = {**_FIELD_DEFAULTS, **self.__dict__, **changes}
         d.pop("_cost_source", None)
         if not FAST_BUILD or len(d) != len(_FIELD_DEFAULTS):

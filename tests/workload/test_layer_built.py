@@ -6,7 +6,7 @@ order with values of the same type and value."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -91,6 +91,24 @@ def test_built_and_changed_are_init_and_replace() -> None:
         got = la.changed(params=9, keep_16bit=True)
         assert _fields(got) == _fields(want)
         assert got.cost_source() is got
+
+
+@dataclass(frozen=True)
+class _Shouted(LayerCost):
+    """A subclass whose ``__post_init__`` (which the fast paths would skip) upper-cases the
+    name: ``built`` and ``changed`` must be its ``__init__`` and ``replace``."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.name.upper())
+
+
+def test_built_and_changed_of_a_subclass_are_init_and_replace() -> None:
+    direct = _Shouted(**LAYER)
+    fast = _Shouted.built(**LAYER)
+    assert type(fast) is _Shouted and _fields(fast) == _fields(direct)
+    assert fast.name == LAYER["name"].upper()
+    got, want = direct.changed(name="fc3", params=9), replace(direct, name="fc3", params=9)
+    assert type(got) is _Shouted and _fields(got) == _fields(want) and got.name == "FC3"
 
 
 @pytest.mark.parametrize(
