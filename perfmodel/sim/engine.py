@@ -307,37 +307,7 @@ def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> Perio
         return 0
     tasks, start, end = g.tasks, tl.start_s, tl.end_s
     overs = tl.overs
-    # a task without a micro-batch whose dependencies all belong to one (a "join" after an
-    # overlapped TP collective, the last micro-batch's gradient reduction) belongs to it
-    mb = [t.microbatch for t in tasks]
-    # a unit's tasks: 1F1B in program order; interleaved in the order of its micro-batches
-    # (j mod u), each per stream in program order, so task i of unit j is the image of task i
-    # of unit j - 1 under the shift by one unit (the lowering's round robin over stages may
-    # emit a unit's micro-batches in another interleaving; a stream's order is the schedule's):
-    # a micro-batch's tasks in program order, stably sorted by (device, stream) in C
-    by_mb: dict[int, list[Task]] = defaultdict(list)
-    loose: list[Task] = []  # the tasks of no micro-batch
-    for t, j in zip(tasks, mb):
-        if j < 0:
-            deps = t.deps  # one owner: every dependency's micro-batch the same
-            if deps:
-                o = mb[deps[0] % SENT]
-                for d in deps:
-                    if mb[d % SENT] != o:
-                        break
-                else:
-                    j = mb[t.tid] = o
-            if j < 0:
-                loose.append(t)
-                continue
-        by_mb[j].append(t)
-    by_unit = by_mb
-    if u > 1:
-        by_unit = defaultdict(list)
-        for j in sorted(by_mb):
-            run = sorted(by_mb[j], key=_STREAM)
-            run.sort(key=_DEVICE)  # by (device, stream): two stable sorts, no key tuples
-            by_unit[j // u].extend(run)
+    by_unit, loose, mb = _units(tasks, u)
     n = k // u
     span = tl.makespan_s
     tol = PERIOD_RTOL * span
@@ -454,6 +424,45 @@ def periodic_timeline(graph: PeriodicGraph, k: int, fine: bool = False) -> Perio
         return 0
     period = tuple(t.tid for t in by_unit[mid])
     return PeriodicTimeline(graph, tl, (graph.microbatches - k) // u, lam, tau, period)
+
+
+def _units(tasks: tuple[Task, ...], u: int) -> tuple[dict[int, list[Task]], list[Task], list[int]]:
+    """:func:`periodic_timeline`'s grouping of a short schedule's ``tasks`` into units of
+    ``u`` micro-batches: each unit's tasks in order, the tasks of no unit, and each task's
+    micro-batch (a task without one whose dependencies all belong to one takes it; ``-1``:
+    none). ``tests/sim/test_periodic.py`` compares it with a reference grouping."""
+    # a task without a micro-batch whose dependencies all belong to one (a "join" after an
+    # overlapped TP collective, the last micro-batch's gradient reduction) belongs to it
+    mb = [t.microbatch for t in tasks]
+    # a unit's tasks: 1F1B in program order; interleaved in the order of its micro-batches
+    # (j mod u), each per stream in program order, so task i of unit j is the image of task i
+    # of unit j - 1 under the shift by one unit (the lowering's round robin over stages may
+    # emit a unit's micro-batches in another interleaving; a stream's order is the schedule's):
+    # a micro-batch's tasks in program order, stably sorted by (device, stream) in C
+    by_mb: dict[int, list[Task]] = defaultdict(list)
+    loose: list[Task] = []  # the tasks of no micro-batch
+    for t, j in zip(tasks, mb):
+        if j < 0:
+            deps = t.deps  # one owner: every dependency's micro-batch the same
+            if deps:
+                o = mb[deps[0] % SENT]
+                for d in deps:
+                    if mb[d % SENT] != o:
+                        break
+                else:
+                    j = mb[t.tid] = o
+            if j < 0:
+                loose.append(t)
+                continue
+        by_mb[j].append(t)
+    by_unit = by_mb
+    if u > 1:
+        by_unit = defaultdict(list)
+        for j in sorted(by_mb):
+            run = sorted(by_mb[j], key=_STREAM)
+            run.sort(key=_DEVICE)  # by (device, stream): two stable sorts, no key tuples
+            by_unit[j // u].extend(run)
+    return by_unit, loose, mb
 
 
 def _chains_outside(tl: Timeline, unit: list[int], j0: int, j1: int, lo_tol: float) -> bool:

@@ -15,6 +15,7 @@ import pytest
 from report_compare import ZERO3_LIFTED, assert_close, gpt_scenario
 
 import perfmodel.api as api
+import perfmodel.sim.engine as engine
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.parallel.lower_pipeline import PipelineLowering
 from perfmodel.parallel.periodic import PeriodicGraph
@@ -296,3 +297,66 @@ def test_interleaved_unit_in_micro_batch_device_stream_order() -> None:
     assert len({t.device for t in want}) == 4  # (the steady units' tasks: compute streams)
     assert list(tl.period_tids) == [t.tid for t in want]
     assert tl.window_s == tl.short.start_s[want[0].tid]
+
+
+def _reference_units(tasks: tuple[Task, ...], u: int) -> tuple[dict, list[int], list[int]]:
+    """The grouping into units (``engine._units``) written with sets: a task without a
+    micro-batch takes its dependencies' one micro-batch where the set of them has one element;
+    a unit's tasks in program order (1F1B) or its micro-batches' in order, each sorted by
+    (device, stream) keeping program order (interleaved). Task ids: units, loose, micro-batches.
+    """
+    mb = [t.microbatch for t in tasks]
+    by_mb: dict[int, list[Task]] = {}
+    loose = []
+    for t in tasks:
+        j = mb[t.tid]
+        owners = {mb[d % SENT] for d in t.deps}
+        if j < 0 and len(owners) == 1:
+            j = mb[t.tid] = owners.pop()
+        if j < 0:
+            loose.append(t.tid)
+        else:
+            by_mb.setdefault(j, []).append(t)
+    units: dict[int, list[int]] = {}
+    for j in sorted(by_mb):
+        run = by_mb[j] if u == 1 else sorted(by_mb[j], key=lambda t: (t.device, t.stream))
+        units.setdefault(j // u, []).extend(t.tid for t in run)
+    return units, loose, mb
+
+
+#: llama3 8B (8 layers), DGX H100, megatron, pp4 tp2 dp1, 1F1B, ZeRO-1, 116 micro-batches (rev23
+#: item 1): the optimizer tasks depend on micro-batches -1 and 17, so they belong to no unit;
+#: owning them by their first dependency alone moves the period and the iteration time's last bit
+ZERO1_PP4 = dict(
+    model="llama3_8b", model_args={"layers": 8}, system="dgx-h100", software="megatron",
+    pp=4, tp=2, dp=1, zero=1, global_batch=116,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [*sorted(CASES), "zero1-pp4"])
+def test_units_equal_the_reference_grouping(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every short schedule's units, loose tasks and micro-batches equal the reference's
+    exactly (the report tests compare to 1e-9, which a last-bit shift passes), and the accepted
+    period is a reference unit starting at the window ``window_s``."""
+    sc = gpt_scenario(**ZERO1_PP4) if name == "zero1-pp4" else _scenario(**CASES[name])
+    seen: list[tuple[tuple[Task, ...], int, tuple]] = []
+    units = engine._units
+
+    def spy(tasks: tuple[Task, ...], u: int) -> tuple:
+        got = units(tasks, u)
+        seen.append((tasks, u, got))
+        return got
+
+    monkeypatch.setattr(engine, "_units", spy)
+    monkeypatch.setattr(api, "_REPORTS", {})
+    report = predict(sc, baseline=False)
+    tl = report.timeline
+    assert isinstance(tl, PeriodicTimeline) and seen
+    for tasks, u, (by_unit, loose, mb) in seen:
+        ref_units, ref_loose, ref_mb = _reference_units(tasks, u)
+        assert {j: [t.tid for t in r] for j, r in by_unit.items()} == ref_units
+        assert [t.tid for t in loose] == ref_loose and mb == ref_mb
+    assert list(tl.period_tids) in ref_units.values()  # the last short schedule's: accepted
+    assert tl.window_s == tl.short.start_s[tl.period_tids[0]]
+    if name == "zero1-pp4":  # bit for bit (6.185018096153742 with the first-dependency owner)
+        assert report.iteration_time_s == 6.185018096153741
