@@ -257,6 +257,34 @@ def test_over_shifted_each_bound() -> None:
         assert _over_shifted(tx, tx, start, overs, 0.0, 0.0)
 
 
+def test_over_shifted_tp_start_to_the_last_bit() -> None:
+    """Two OverTasks whose TP collectives start one ulp apart (0.1 and the next float) and,
+    1,000 s long, end on the same float: every other bound equal, only the collective's start
+    tells them apart at tolerance 0, and ``_over_shifted`` refuses them as every piece
+    compared does (rev23 item 3: its ``s_tp`` check is otherwise covered only up to rounding,
+    ``f`` being ``s_tp`` plus the same seconds). Its ``a`` check has no such pair: ``a`` is
+    ``max(c, f)``, and with rounding monotonic ``a_y - a_x`` lies between ``c_y - c_x`` and
+    ``f_y - f_x`` (both compared), so no pair fails it alone; it is covered up to that."""
+    import math
+
+    from perfmodel.sim.engine import _over_shifted
+
+    b = GraphBuilder()
+    x = b.add_over("x", 1.0, [], "x", 0, 0, (1.0,), ("tp", 1e3))
+    y = b.add_over("y", 1.0, [], "y", 0, 0, (1.0,), ("tp", 1e3))
+    g = b.build()
+    tx, ty = g.tasks[x], g.tasks[y]
+    overs = {x: 0.1, y: math.nextafter(0.1, 1.0)}
+    assert overs[x] != overs[y] and overs[x] + 1e3 == overs[y] + 1e3
+    start = (0.0, 0.0)
+    e = over_pieces(tx, 0.0, 0.0, overs[x])[-1][1]
+    assert e == over_pieces(ty, 0.0, 0.0, overs[y])[-1][1]
+    end = (e, e)
+    assert not _all_pieces_shifted(tx, ty, start, end, overs, 0.0, 0.0)
+    assert not _over_shifted(tx, ty, start, overs, 0.0, 0.0)
+    assert _over_shifted(tx, tx, start, overs, 0.0, 0.0)
+
+
 @pytest.mark.parametrize("idx", [6, 9])
 def test_periodic_check_same_with_every_piece(monkeypatch: pytest.MonkeyPatch, idx: int) -> None:
     """Megatron-Core GPT-3 175B plans whose short schedules hold OverTasks (dp2 tp32 pp16

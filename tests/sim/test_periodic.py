@@ -360,3 +360,37 @@ def test_units_equal_the_reference_grouping(name: str, monkeypatch: pytest.Monke
     assert tl.window_s == tl.short.start_s[tl.period_tids[0]]
     if name == "zero1-pp4":  # bit for bit (6.185018096153742 with the first-dependency owner)
         assert report.iteration_time_s == 6.185018096153741
+
+
+def test_over_task_outside_the_units_by_its_pieces() -> None:
+    """An OverTask of no micro-batch (device ``g1``, no dependencies) computes over 0-0.5 s
+    and its TP collective waits for ``g1``'s ``tp`` stream, which every micro-batch's 0.5 s
+    collective (1 s forward on ``g0``, then it, then a 2 s backward) holds until the last: the
+    gap between its pieces straddles the whole window of the 9-micro-batch schedule (from
+    14 s, 3.5 s periods; the collective over 29.5-30.5 s), so the check reads its pieces, not
+    its start and end (rev23 item 4: read whole, it blocks the window, and a longer short
+    schedule, 16 micro-batches, is asked for). 100 x 3.5 + 0.5 s either way."""
+    from perfmodel.sim.engine import over_pieces, periodic_timeline
+
+    def build(k: int):  # type: ignore[no-untyped-def]
+        b = GraphBuilder()
+        prev = -1
+        for j in range(k):
+            f = b.add(TaskKind.COMPUTE, "g0", "compute", 1.0, [prev], "F", j)
+            t = b.add(TaskKind.COLLECTIVE, "g1", "tp", 0.5, [f], "T", j)
+            prev = b.add(TaskKind.COMPUTE, "g0", "compute", 2.0, [t], "B", j)
+        b.add_over("g1", 0.5, [], "late TP", -1, 0, (0.1,), ("tp", 1.0))
+        b.add(TaskKind.OPTIMIZER, "g0", "compute", 0.5, [prev], "optimizer")
+        return b.build()
+
+    g = PeriodicGraph(lambda: build(100), build, 9, 100)
+    tl = periodic_timeline(g, 9)
+    assert isinstance(tl, PeriodicTimeline)
+    short = tl.short
+    (o,) = (t for t in short.graph.tasks if t.over is not None)
+    pieces = over_pieces(o, short.start_s[o.tid], short.end_s[o.tid], short.overs[o.tid])  # type: ignore[index]
+    assert pieces == [(0.0, 0.5), (29.5, 30.5), (30.5, 30.6)]
+    assert (tl.window_s, tl.period_s) == (14.0, 3.5)
+    assert pieces[0][1] < tl.window_s - tl.period_s and pieces[1][0] > tl.window_s + 2 * 3.5
+    assert tl.makespan_s == pytest.approx(350.5, rel=1e-12)
+    assert tl.makespan_s == pytest.approx(_list_schedule(g.full()).makespan_s, rel=1e-12)
