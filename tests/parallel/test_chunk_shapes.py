@@ -291,3 +291,23 @@ def test_block_units_read_as_ranges_are_the_listed_units() -> None:
         groups = lowering._segment_groups(wl, ids, layers, copies, True, *args)
         assert ranges == [tuple(sorted(g)) for g in reversed(groups)]
         assert len(ranges) > 1 or hi - lo < p
+
+
+def test_block_units_of_non_consecutive_ids_are_listed() -> None:
+    """A chunk split by block whose ids are not consecutive (``contiguous`` False: the ids a
+    placement or layout hands a stage out of order) is not read as ranges from its first id:
+    ``_segment_ids`` lists and sorts ``_segment_groups``' units, whose ids are the chunk's own
+    (the ``contiguous`` guard of the ranges path; dropping it makes ranges from ``lo``)."""
+    from perfmodel.workload.zoo import build_model
+
+    wl = build_model("gpt", batch_size=1, **GPT)
+    copies = lowering._StackCopies.of(wl.layers)
+    assert copies is not None
+    lo = copies.start
+    ids = [i for i in range(lo, lo + 3 * copies.p) if (i - lo) % 3 != 1]  # a gap every third
+    layers = [wl.layers[i] for i in ids]
+    args = (None, None, False, 2.0)
+    got = lowering._segment_ids(wl, ids, layers, copies, False, True, *args)
+    groups = lowering._segment_groups(wl, ids, layers, copies, True, *args)
+    assert got == [tuple(sorted(g)) for g in reversed(groups)]
+    assert sorted(i for seg in got for i in seg) == ids  # every id its own, none invented
