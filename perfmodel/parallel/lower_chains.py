@@ -170,7 +170,9 @@ class GatherChains:
             p = refused[-1] + 1 if refused else 0
             if not runs and refused and len(rows) - p >= 3:
                 rest = (rows[p:], runs, op, specs[p:])
-                tpl = self._chain_items(rest, k, ch, phase)  # its classes: rest kept here
+                # kept with the hit: _chain_classes and _fine_segments (CHAIN_DIRECT off) key
+                # their memos by id(rest) and id(rows[p:]), which must stay theirs
+                tpl = self._chain_items(rest, k, ch, phase)
                 hit = (p, tpl, rest) if tpl is not None else False
             self._chain_after_memo[key] = hit
         return (hit[0], hit[1]) if hit else None
@@ -331,7 +333,7 @@ class GatherChains:
         walked plan, and their row in both. The memo keeps ``rows`` with its classes, so its id is
         not reused while the entry stands (a plan's tail that :meth:`_chain_after` made is one)."""
         kept = self._chain_classes_memo.get(id(rows)) if self.SHARED_CLASSES else None
-        if kept is not None and kept[0] is rows:  # the rows object itself (its id not reused)
+        if kept is not None:  # the entry keeps rows: its id is not reused while it stands
             return kept[1]
         seen: dict[tuple[int, int], int] = {}
         firsts: list[int] = []

@@ -487,13 +487,12 @@ class HiddenCollectives(GatherChains):
         hist = self.gather_hist[s]
         keep_hist = self.gather_every_mb or self.gathers_left[s] > 0
         rows, runs, _, _ = plan
-        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         # ZeRO-3/FSDP, and Megatron-Core's first forward with overlapped ZeRO-1/2 gathers
         # (gather_runs' other case: not aligned_gather, no owner broadcasts, no reduction in
         # forward): the same recurrence, anchored on the same gather history; in a periodic
         # extension's short schedule (m < m_step) too, unless lowered fine for its check
         # (periodic.PERIODIC_CHAINS, fine_gathers: PeriodicGraph.fine_short)
-        chain, stop = None, len(segs)  # the segments emitted below: 0 .. stop - 1
+        chain, stop = None, len(ch.segments)  # the segments emitted below: 0 .. stop - 1
         may_chain = self.gather_every_mb or self.m == self.m_step or periodic.PERIODIC_CHAINS
         if self.CHAINS and self.op_tasks and may_chain and not self.fine_gathers:
             chain = self._chain_static(plan, k, ch, phase)
@@ -503,6 +502,7 @@ class HiddenCollectives(GatherChains):
                 after = self._chain_after(plan, k, ch, phase)
                 if after is not None:  # the refused segments below, then the chain
                     stop, chain = after
+        segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         add, gpu = self.b.add, self.gpu[s]
         label = f"{phase}{mb}.c{c}" if self.V > 1 else f"{phase}{mb}"
         ag_label = f"AG {phase}{mb}"

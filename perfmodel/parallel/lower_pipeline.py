@@ -35,9 +35,10 @@ from functools import cached_property, partial
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.host_lead import issue_lead, issue_times
+from perfmodel.parallel.lower_chains import GatherPlan
 from perfmodel.parallel.lower_data_parallel import DataParallelEmitters
 from perfmodel.parallel.lower_expert_context import ExpertContextEmitters
-from perfmodel.parallel.lower_hidden import GatherPlan, HiddenBackward, HiddenCollectives
+from perfmodel.parallel.lower_hidden import HiddenBackward, HiddenCollectives
 from perfmodel.parallel.lower_periodic import PeriodicSchedules
 from perfmodel.parallel.lower_replay import OperationReplay
 from perfmodel.parallel.lower_shortcuts import CoarseRuns, LoweringShortcuts

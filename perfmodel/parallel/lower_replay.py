@@ -537,7 +537,7 @@ class OperationReplay:
         micro-batch ``mb``, the first of its key; ``final``: the last micro-batch's backward) on
         stage ``s`` in the stage's present
         state (its first segment done or not; no gathers to come): the gather chain's
-        template (:meth:`~perfmodel.parallel.lower_hidden.HiddenCollectives._chain_static`),
+        template (:meth:`~perfmodel.parallel.lower_chains.GatherChains._chain_static`),
         whether :meth:`gather_runs` counts it merged, the GPU, labels and the send's
         arguments; ``False`` where they take another path (the same decisions, in order)."""
         low: Any = self

@@ -327,6 +327,8 @@ class _StaticMemo:
     chunks with each entry (so their ids stay theirs), at most :attr:`SIZE` entries.
     """
 
+    #: Entries kept (stage shapes of one context: a pipeline has at most three distinct ones,
+    #: first, middle and last, per chunk count, so 64 covers any plan's and a few relowerings).
     SIZE = 64
 
     def __init__(self) -> None:

@@ -1,6 +1,6 @@
 """An operation whose gather chain is refused for its first segments only lowers those
 segments as the fine loop does and the others as a chain (issue 27, session 22:
-``lower_hidden.HiddenCollectives._chain_after``, ``CHAINS_AFTER``): Megatron-Core's first
+``lower_chains.GatherChains._chain_after``, ``CHAINS_AFTER``): Megatron-Core's first
 forward on a GPT-3 175B pipeline's first stage, whose embedding segment's TP collective
 beside its compute outlasts it. The report equals the one with the whole operation lowered
 segment by segment (the switch off), with one chain task more per such operation and fewer

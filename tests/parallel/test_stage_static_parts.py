@@ -178,3 +178,31 @@ def test_moments_peak_is_the_formula_bit_for_bit(chunks: int) -> None:
         working = size()
         got = stage_memory.moments_peak(moments, m, working, *sizes, recv)
         assert got == _peak_by_the_formula(moments, m, working, (*sizes, recv))
+
+
+def test_held_parts_key_the_static_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo's key holds the stage's tied copy, buffers and replicas (``held``): the same
+    chunks, plan and recipe asked again with other replicas on the GPU or other buffers get
+    their own parts, as the direct path gives them (dropping ``held`` from the key would hand
+    back the first call's)."""
+    low = _lowering("megatron-core-deep")
+    chunks = [low.chunks[c * low.P + 1] for c in range(low.V)]
+    common = dict(
+        plan=low.plan,
+        costs=low.costs,
+        optimizer=low.inp.optimizer,
+        in_flight=2,
+        capacity_bytes=low.inp.capacity_bytes,
+        comm_buffer_bytes=0.0,
+        recipe=low.rc,
+    )
+    asks = [dict(replicas_on_gpu=1), dict(replicas_on_gpu=2), dict(buffer_bytes=3e8)]
+
+    def answers(on: bool) -> list:
+        monkeypatch.setattr(stage_memory, "STATIC_PARTS", on)
+        stage_memory._STATIC.state = ((), {})
+        return [stage_memory.stage_memory(chunks, **common, **a) for a in asks]
+
+    direct, kept = answers(False), answers(True)
+    assert kept == direct
+    assert len({m.total_bytes for m in direct}) == 3  # each ask changes the memory
