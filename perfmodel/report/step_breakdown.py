@@ -218,12 +218,12 @@ def _class_events(
             if own or dev in t.chain[0].members:  # type: ignore[attr-defined]
                 _chain_events(append, keys, t, chains[t.tid], dev, ct, tk)  # type: ignore[arg-type, index]
             if t.send_s > 0 and (own or dev in t.send.group):
-                _folded(append, keys, t, end_s[t.tid])
+                _folded(append, t, end_s[t.tid])
             continue
         if t.device != dev:  # most tasks: another device's compute, passed over first
             if t.stream == "compute":
                 if t.send_s > 0 and dev in t.send.group:  # a send into dev, folded
-                    _folded(append, keys, t, end_s[t.tid])
+                    _folded(append, t, end_s[t.tid])
                 continue
             comm = t.comm
             mine = comm is not None and dev in comm.group
@@ -238,7 +238,7 @@ def _class_events(
             if t.over is not None:  # an OverTask: the tasks it stands for
                 _over_events(append, keys, t, s, e, timeline.overs[tid])  # type: ignore[index]
                 continue
-            _folded(append, keys, t, e, s)
+            _folded(append, t, e, s)
             e = s + t.duration_s  # its own task: until its tail
         if e <= s:
             continue
@@ -255,9 +255,7 @@ def _class_events(
     return events, {k: k.split("|", 1)[1] for k in keys.values()}
 
 
-def _folded(
-    append: Any, keys: dict[tuple[object, ...], str], t: Task, e: float, s: float | None = None
-) -> None:
+def _folded(append: Any, t: Task, e: float, s: float | None = None) -> None:
     """The events of the tasks folded into an operation task ``t`` ending at ``e``
     (:attr:`Task.then_s`, :attr:`Task.send_s`; ``perfmodel.parallel.lower_shortcuts``,
     "Operation tasks"), as those tasks give them: on its own device (``s``: its start) each
@@ -294,7 +292,7 @@ def _over_events(
         c = b + t.then_s[1]
         _pieces(append, c, t.then_s[2:])
     if t.send_s > 0:
-        _folded(append, keys, t, e)
+        _folded(append, t, e)
     if len(pieces) > 3 and c > b:
         key = _key(keys, t)
         append((b, 1, key))

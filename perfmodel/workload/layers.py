@@ -324,7 +324,7 @@ class LayerCost:
         a field, and is dropped as ``replace`` drops it); a subclass's layer by ``replace``."""
         if type(self) is not LayerCost:
             return replace(self, **changes)
-        d = {**_FIELD_DEFAULTS, **self.__dict__, **changes}
+        d = {**self.__dict__, **changes}  # every field, in declaration order
         d.pop("_cost_source", None)
         if not FAST_BUILD or len(d) != len(_FIELD_DEFAULTS):
             return replace(self, **changes)  # and its error for a name that is no field

@@ -35,7 +35,7 @@ def _reference(timeline, dev):  # type: ignore[no-untyped-def]
         if t.device != dev:
             if t.stream == "compute":
                 if t.send_s > 0 and dev in t.send.group:
-                    _folded(append, keys, t, end_s[t.tid])
+                    _folded(append, t, end_s[t.tid])
                 continue
             mine = comm is not None and dev in comm.group
         else:
@@ -43,7 +43,7 @@ def _reference(timeline, dev):  # type: ignore[no-untyped-def]
         tid = t.tid
         s, e = start_s[tid], end_s[tid]
         if t.then_s or t.send_s:
-            _folded(append, keys, t, e, s)
+            _folded(append, t, e, s)
             e = s + t.duration_s
         if e <= s:
             continue
