@@ -5,8 +5,9 @@ The analytic list schedule decodes a task's dependencies in four places: its hot
 (``sim.engine._chain_mode``) and an OverTask's collective (``sim.engine._over``), each with the
 plain and ``SENT`` cases inline, and by a call (``sim.chains._dep_end``) for a chain's anchors
 and ``_over``'s ``HEAD`` and ``CHAIN`` cases. A new encoding must reach all four. Here a graph
-depends on every kind (a plain task id, ``tid + SENT`` on a folded pipeline send, :func:`~perfmodel.parallel.taskgraph.piece_end` on an operation task's first
-compute and each of its pieces, :func:`~perfmodel.parallel.taskgraph.chain_mark` on each mark of
+depends on every kind (a plain task id, ``tid + SENT`` on a folded pipeline send,
+:func:`~perfmodel.parallel.taskgraph.piece_end` on an operation task's first compute
+and each of its pieces, :func:`~perfmodel.parallel.taskgraph.chain_mark` on each mark of
 a chain, a plain id of a chain and of an OverTask) from a plain task and from an OverTask, each
 alone on a stream of its own (so it starts exactly at that end), before the first chain and
 after it; the schedule is compared with a reference written here from the encodings'
