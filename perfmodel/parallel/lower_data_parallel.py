@@ -20,6 +20,7 @@ The methods read the lowering's state (``self.plan``, ``self.rc``, ``self.dp_gro
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from perfmodel.ops import CollectiveOp
@@ -30,6 +31,8 @@ from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.recipe import ParamSync, Recipe
 from perfmodel.parallel.taskgraph import CommKind, CommSpec, GraphBuilder, TaskKind
 from perfmodel.workload.layers import layer_tensors
+
+_EXPERT = attrgetter("expert_params")
 
 
 class DataParallelEmitters:
@@ -139,7 +142,9 @@ class DataParallelEmitters:
         if spec is None:
             main, sibs = self._dp_group(s, group)
             wait = self.preset.fusion_wait_s
-            spec = self._dp_specs[spec_key] = CommSpec(op, nbytes, main, self.alg, kind, sibs, wait)
+            spec = self._dp_specs[spec_key] = CommSpec.built(
+                op, nbytes, main, self.alg, kind, sibs, wait
+            )
         return spec
 
     def _dp_group(self, s: int, which: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
@@ -311,9 +316,8 @@ class DataParallelEmitters:
         """Routed experts' parameters among stage ``s``'s (its segments'
         :attr:`~perfmodel.parallel.lowering.Segment.expert_params`, which cover its chunks'
         layers: an integer sum, the same in any order)."""
-        return sum(
-            seg.expert_params for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
-        )
+        chunks, P = self.chunks, self.P  # per chunk in C (a pp2 chunk: ~150 segments)
+        return sum(sum(map(_EXPERT, chunks[c * P + s].segments)) for c in range(self.V))
 
     def finish_stage(self, s: int) -> None:
         """Stage ``s`` after its last backward: the tied copy's gradient (overlapped stacks),
@@ -385,8 +389,8 @@ def _embedding_grad_allreduce(
     groups = [(pl.gpu(0, 0, t), pl.gpu(0, P - 1, t)) for t in range(pl.tp)]
     nbytes = params * rc.grad_reduce_bytes
     dur = costs.concurrent_time(CollectiveOp.ALLREDUCE, nbytes, groups)
-    spec = CommSpec(
-        CollectiveOp.ALLREDUCE, nbytes, groups[0], "auto", CommKind.PP, tuple(groups[1:])
+    spec = CommSpec.built(
+        CollectiveOp.ALLREDUCE, nbytes, groups[0], "auto", CommKind.PP, tuple(groups[1:]), 0.0
     )
     tid = b.add(
         TaskKind.COLLECTIVE,

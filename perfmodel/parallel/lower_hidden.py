@@ -20,6 +20,8 @@ compares them). The methods read the lowering's state (``self.plan``, ``self.P``
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel import periodic
 from perfmodel.parallel.lower_chains import (
@@ -60,6 +62,16 @@ def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
         best = max(best, f + tails[j])
     # clamped to [0, sum D]: the difference rounds to an ulp of sum R beyond either bound
     return min(max(0.0, best - suffix), f), suffix
+
+
+_EP_CP, _HOST_SYNC = attrgetter("ep_cp"), attrgetter("host_sync_s")
+
+
+def _ep_cp_or_sync(segs: tuple[Segment, ...]) -> bool:
+    """Whether a segment of ``segs`` has expert or context-parallel exchanges or a host
+    synchronisation: ``any(seg.ep_cp or seg.host_sync_s for seg in segs)``, each pass in C
+    (the walks' refusal; a GPT-3 175B pp2 chunk has ~150 segments)."""
+    return any(map(_EP_CP, segs)) or any(map(_HOST_SYNC, segs))
 
 
 #: A segment of a :data:`GatherPlan` outside its runs, as :meth:`HiddenCollectives.
@@ -195,7 +207,7 @@ class HiddenCollectives(GatherChains):
         """:meth:`_hidden_op`'s walk over ``ch``'s segments; the reduced byte counts of the
         rows it meets are keys of ``sizes``, in that order."""
         segs = ch.segments
-        if len(segs) < 2 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
+        if len(segs) < 2 or _ep_cp_or_sync(segs):
             return None
         if self.tp_overlap and self.tp_stream == "compute":
             return None  # an "overlapped" collective queued behind its compute: not modelled
@@ -400,7 +412,7 @@ class HiddenCollectives(GatherChains):
     ) -> GatherPlan | None:
         """:meth:`_gather_plan`'s walk over ``ch``'s segments on stage ``s``."""
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
-        if len(segs) < 3 or any(seg.ep_cp or seg.host_sync_s for seg in segs):
+        if len(segs) < 3 or _ep_cp_or_sync(segs):
             return None
         on_compute = self.tp_stream == "compute"
         if self.tp_overlap and on_compute:
