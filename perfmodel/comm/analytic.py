@@ -186,6 +186,10 @@ class AnalyticCommModel:
     #: both ways).
     KEEP_CHECKED = True
 
+    #: Whether :meth:`_result` makes a :class:`CommResult`'s ``__dict__`` at once instead of
+    #: calling its ``__init__`` (tests compare both ways).
+    FAST_RESULT = True
+
     def __init__(
         self,
         topology: Topology,
@@ -403,23 +407,35 @@ class AnalyticCommModel:
         chosen: tuple[float, Algorithm, Protocol | None, float, float],
     ) -> CommResult:
         """The :class:`CommResult` of ``op`` over ``info`` for ``chosen``: (time (s),
-        algorithm, protocol or ``None``, latency (s), bandwidth (B/s))."""
+        algorithm, protocol or ``None``, latency (s), bandwidth (B/s)).
+
+        Made with its ``__dict__`` at once where :attr:`FAST_RESULT` is on: the frozen
+        dataclass's ``__init__`` sets every field with ``object.__setattr__`` in declaration
+        order (~38 k instructions a result, ~40% of a new message size's pricing; issue 27)
+        and has no ``__post_init__``; the dictionary below names every field in that order
+        with the same value objects, so equality, hashing, ``repr`` and every reader see the
+        same result (``tests/comm/test_result_built.py`` compares both ways)."""
         t, algo, proto, lat, bw = chosen
         algbw = m / t if t > 0 else math.inf
         n = info.n
-        return CommResult(
-            time_s=t,
-            algbw_Bps=algbw,
-            busbw_Bps=algbw * bus_factor(op, n) if math.isfinite(algbw) else 0.0,
-            algorithm=algo,
-            op=op,
-            message_bytes=m,
-            group_size=n,
-            protocol=proto,
-            fidelity=self.fidelity,
-            latency_s=lat,
-            bandwidth_Bps=bw,
-            channels=len(info.channels),
-            nodes=info.nodes,
-            shm=info.shm,
-        )
+        fields_ = {
+            "time_s": t,
+            "algbw_Bps": algbw,
+            "busbw_Bps": algbw * bus_factor(op, n) if math.isfinite(algbw) else 0.0,
+            "algorithm": algo,
+            "op": op,
+            "message_bytes": m,
+            "group_size": n,
+            "protocol": proto,
+            "fidelity": self.fidelity,
+            "latency_s": lat,
+            "bandwidth_Bps": bw,
+            "channels": len(info.channels),
+            "nodes": info.nodes,
+            "shm": info.shm,
+        }
+        if not self.FAST_RESULT:
+            return CommResult(**fields_)
+        res = object.__new__(CommResult)
+        object.__setattr__(res, "__dict__", fields_)
+        return res

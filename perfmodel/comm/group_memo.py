@@ -653,11 +653,14 @@ class SharedResults:
         self._reads_of: BoundedMemo[int, tuple[GroupInfo, tuple[Any, ...]]] = BoundedMemo(
             PATTERN_MEMO_SIZE
         )
-        #: (op, bytes, pricing reads, algorithm) -> result (:meth:`_by_reads`; bounded as the
+        #: (op, bytes, pricing reads' token, algorithm) -> result (:meth:`_by_reads`; bounded as the
         #: other memos: a plan search prices a few dozen sizes per pattern)
         self._shared_reads: BoundedMemo[tuple[Any, ...], CommResult] = BoundedMemo(
             PATTERN_MEMO_SIZE
         )
+        #: :func:`pricing_reads` value -> the number :meth:`_reads_token` gives it
+        self._tokens: BoundedMemo[tuple[Any, ...], int] = BoundedMemo(PATTERN_MEMO_SIZE)
+        self._counter = itertools.count()
 
     def analytic(
         self,
@@ -740,19 +743,33 @@ class SharedResults:
         twice); ``None`` where those values do not hash (then priced as before)."""
         got = self._reads_of.entries.get(id(rep))
         if got is None or got[0] is not rep:  # the entry holds rep: its id is rep's
-            got = (rep, pricing_reads(self._groups.links, rep))
+            got = (rep, self._reads_token(pricing_reads(self._groups.links, rep)))
             self._reads_of.put(id(rep), got)
-        key = (op, m, got[1], algo)
-        shared = self._shared_reads.entries
-        try:
-            res = shared.get(key)
-        except TypeError:  # a value the pricing reads that does not hash
+        if got[1] is None:  # a value the pricing reads that does not hash
             return None
+        key = (op, m, got[1], algo)
+        res = self._shared_reads.entries.get(key)
         if res is None:
             res = self._price(op, m, rep, algo)
             if res.algorithm in BY_GROUP_NUMBERS:
                 self._shared_reads.put(key, res)
         return res
+
+    def _reads_token(self, reads: tuple[Any, ...]) -> int | None:
+        """A number that stands for the :func:`pricing_reads` value ``reads`` in
+        :meth:`_by_reads`' keys (``None`` where it does not hash): equal values, one number,
+        while the value's entry is kept; a value met again after its entry was dropped gets a
+        new number (its results are priced again, never another value's). Issue 27: the value
+        (~20 numbers and a frozen dataclass's Python ``__hash__``) was hashed three times for
+        each new message size."""
+        try:
+            token = self._tokens.entries.get(reads)
+        except TypeError:
+            return None
+        if token is None:
+            token = next(self._counter)
+            self._tokens.put(reads, token)
+        return token
 
     def _by_shape(
         self, op: CollectiveOp, m: float, shape: tuple[str, ...], algo: Algorithm

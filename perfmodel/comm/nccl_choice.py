@@ -180,9 +180,11 @@ class NcclChoice:
             return []
         tuner = tuner or self.tuner
         # the entry holds ``info``, so no other object has its id while the entry is kept
-        entry = self._tables.get(
-            (op, id(info), tuner.release), lambda: self._entry(op, info, tuner)
-        )
+        key = (op, id(info), tuner.release)
+        entry = self._tables.entries.get(key)
+        if entry is None:
+            entry = self._entry(op, info, tuner)
+            self._tables.put(key, entry)
         assert entry[0] is info
         out = []
         plateau_from, plateau_factor = entry[2]

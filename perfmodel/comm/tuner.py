@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cache
 from types import MappingProxyType
 
 import perfmodel.comm.params as P
@@ -446,7 +447,10 @@ class Ll128Rule:
     source: str
 
 
+@cache
 def _ll128_rules() -> tuple[Ll128Rule, ...]:
+    """Every release series' :class:`Ll128Rule`, oldest first: made once (frozen, read only;
+    issue 27: ten rules built for each new group table a plan prices)."""
     from perfmodel.comm.nccl_paths import PathType as T
 
     def rule(first, caps, inter, sm90, source):
