@@ -101,7 +101,12 @@ def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
     """
     if precision is Precision.FP8 and not fp8_linear(layer):
         return DType.BF16
-    return precision.matmul_dtype
+    return _MATMUL_DTYPES[precision]
+
+
+#: :attr:`Precision.matmul_dtype` of each precision, read once (the property builds its table
+#: on every call; :func:`layer_matmul_dtype` runs once for every new layer shape, issue 27)
+_MATMUL_DTYPES = {p: p.matmul_dtype for p in Precision}
 
 
 def fp8_ceiling(params: ComputeParams, *, split_accumulation: bool) -> float:

@@ -38,6 +38,7 @@ seconds by class live in :mod:`perfmodel.compute.layer_time` (imported here unde
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from perfmodel._memo import keep
 from perfmodel.compute.layer_time import (
@@ -151,7 +152,7 @@ def _autocast_casts(
     g = layer.gemm
     cast_w = cast_in_bytes = 0.0
     cast_w_kernels = 0
-    autocast = prec.mixed and p.cast_weights_each_step
+    autocast = p.cast_weights_each_step and prec.mixed
     if autocast and layer.kind in (LayerKind.CONV, LayerKind.LINEAR):
         weights = float(layer.params)
         bias = 0.0
@@ -240,8 +241,12 @@ class ComputeModel:
         # the (frozen) params are fixed, read ~8 times by every new layer shape (issue 27)
         self._peaks: dict[DType, float] = {}
         self._tensor_cores: dict[DType, bool] = {}
+        #: :meth:`_gemm_menu` per dtype
+        self._gemm_menus: dict[DType, dict[str, Any]] = {}
         #: achieved memory bandwidth, B/s: the product :meth:`_mem_time` divides by
         self._mem_Bps = self._params.memory_bandwidth_Bps * self._params.memory_efficiency
+        #: FLOP/s of a pass without a GEMM (:meth:`_scalar_time`; set on first use)
+        self._scalar_rate: float | None = None
 
     @property
     def gpu(self) -> GPUSpec:
@@ -275,18 +280,26 @@ class ComputeModel:
         hit = self._gemm_cache.get(key)
         if hit is not None:
             return hit
+        menu = self._gemm_menus.get(dtype)
+        if menu is None:
+            menu = self._gemm_menus[dtype] = self._gemm_menu(dtype)
+        hit = gemm_efficiency(gemm, **menu)
+        return keep(self._gemm_cache, key, hit, GEMM_MEMO_SIZE)
+
+    def _gemm_menu(self, dtype: DType) -> dict[str, Any]:
+        """:func:`gemm_efficiency`'s keyword arguments for a ``dtype`` GEMM on this GPU (the
+        tile menu, ceiling and ``k_overhead``): pure functions of the dtype once the (frozen)
+        params are fixed, so :meth:`gemm` builds them once per dtype, not per new shape."""
         p = self._params
         tc = self._uses_tc(dtype)
         ceiling = p.gemm_ceiling(dtype) if tc else p.cuda_core_efficiency
-        hit = gemm_efficiency(
-            gemm,
-            sm_count=p.sm_count,
-            ceiling=ceiling,
-            tiles=p.tensor_core_tiles if tc else p.cuda_core_tiles,
-            k_overhead=p.k_overhead_for(dtype, self._peak(dtype) * ceiling),
-            split_k_efficiency=p.split_k_efficiency,
-        )
-        return keep(self._gemm_cache, key, hit, GEMM_MEMO_SIZE)
+        return {
+            "sm_count": p.sm_count,
+            "ceiling": ceiling,
+            "tiles": p.tensor_core_tiles if tc else p.cuda_core_tiles,
+            "k_overhead": p.k_overhead_for(dtype, self._peak(dtype) * ceiling),
+            "split_k_efficiency": p.split_k_efficiency,
+        }
 
     def grouped_gemm(self, gemm: GemmShape, dtype: DType) -> tuple[GemmEfficiency, int]:
         """Efficiency of the ``gemm.batch`` expert GEMMs of a grouped (mixture-of-experts) layer
@@ -368,8 +381,11 @@ class ComputeModel:
         return nbytes / self._mem_Bps
 
     def _scalar_time(self, flop: float) -> float:
-        p = self._params
-        return flop / (self._peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency)
+        rate = self._scalar_rate
+        if rate is None:  # the first call (peak raises where the GPU lacks the dtype)
+            p = self._params
+            rate = self._scalar_rate = self._peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency
+        return flop / rate
 
     def _winograd(self, layer: LayerCost, dtype: DType) -> float:
         """Rate multiplier of FP32 3x3 stride-1 convolutions (Winograd), else 1."""
@@ -495,8 +511,7 @@ class ComputeModel:
         wino = self._winograd(layer, dtype)
         align = self._alignment(layer, dtype)
         cast_w, cast_in_bytes, cast_w_kernels = _autocast_casts(layer, prec, p)
-        autocast = prec.mixed and p.cast_weights_each_step
-        if autocast and layer.autocast_fp32:
+        if p.cast_weights_each_step and prec.mixed and layer.autocast_fp32:
             scale = 4.0 / prec.activation_bytes
             layer = replace(
                 layer, fwd_bytes=layer.fwd_bytes * scale, bwd_bytes=layer.bwd_bytes * scale
