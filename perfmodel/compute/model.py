@@ -48,6 +48,7 @@ from perfmodel.compute.layer_time import (
     fp8_ceiling,
     kernel_class_seconds,
     layer_matmul_dtype,
+    layer_time_of,
 )
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError
@@ -180,6 +181,9 @@ class _BwdPass:
     fp8_rates: tuple[float, float, float]
     transpose_s: float
 
+
+#: :meth:`ComputeModel._fp8_rates` of a layer whose GEMMs do not run in FP8
+_NO_FP8_RATES = (1.0, 1.0, 1.0)
 
 #: Entries a :class:`ComputeModel` keeps in its GEMM memo (shapes and grouped shapes, per
 #: dtype), the oldest dropped first (:func:`perfmodel._memo.keep`): a GEMM's efficiency is a pure
@@ -508,7 +512,7 @@ class ComputeModel:
         conv = layer.kind is LayerKind.CONV
         if conv and dtype is DType.FP32 and p.fp32_conv_tf32 and DType.TF32 in p.peak_flops:
             dtype = DType.TF32  # cuDNN's TF32 convolutions (PyTorch's default; matmuls stay FP32)
-        wino = self._winograd(layer, dtype)
+        wino = self._winograd(layer, dtype) if conv else 1.0
         align = self._alignment(layer, dtype)
         cast_w, cast_in_bytes, cast_w_kernels = _autocast_casts(layer, prec, p)
         if p.cast_weights_each_step and prec.mixed and layer.autocast_fp32:
@@ -516,7 +520,7 @@ class ComputeModel:
             layer = replace(
                 layer, fwd_bytes=layer.fwd_bytes * scale, bwd_bytes=layer.bwd_bytes * scale
             )
-        fp8_rates = self._fp8_rates(layer, dtype)
+        fp8_rates = self._fp8_rates(layer, dtype) if dtype is DType.FP8 else _NO_FP8_RATES
         kernels_fwd = max(layer.kernels, 1)
         transpose_s = 0.0
         if conv and p.conv_layout == "nchw" and self._uses_tc(dtype):
@@ -571,12 +575,12 @@ class ComputeModel:
             )
         gpu_s += t_in + t_w
         host_s += host_add
-        expert_f, expert_b = self._grouped_host_launches(layer, grouped)
+        expert_f, expert_b = self._grouped_host_launches(layer, grouped) if grouped else (0.0, 0.0)
         bare_f, bare_b = self._fp8_cast_bare_launches(layer)
         expert_f -= bare_f * (1.0 - HOST_LAUNCH_SHARE) * host
         expert_b -= bare_b * (1.0 - HOST_LAUNCH_SHARE) * host
         host_s += expert_f + expert_b
-        return LayerTime(
+        return layer_time_of(
             fwd_s=fwd,
             bwd_input_s=t_in,
             bwd_weight_s=t_w,
@@ -801,7 +805,7 @@ class ComputeModel:
         Without a recipe, ``ComputeParams.fp8_backward_split_accumulation`` says whether the
         backward passes split."""
         if dtype is not DType.FP8 or layer.gemm is None:
-            return (1.0, 1.0, 1.0)
+            return _NO_FP8_RATES
         p = self.params
         if self._fp8 is not None:
             split = self._fp8.split_accumulation
