@@ -48,33 +48,29 @@ def _full_search(
     k_overhead: float,
     split_k_efficiency: float,
 ) -> tuple[float, str, int, float, float, float, float]:
-    """The tile/wave search without the branch and bound (every tile, every split factor), as
-    written before it: the reference :func:`gemm_efficiency` must equal bit for bit."""
-    m, n, k, batch = max(gemm.m, 1), max(gemm.n, 1), max(gemm.k, 1), max(gemm.batch, 1)
-    best = None
+    """The tile/wave search without the branch and bound: every candidate of every tile
+    listed, then the first of the largest (the formulas of :func:`gemm_efficiency`'s
+    docstring, in its order of operations); the reference it must equal bit for bit."""
+    m, n, k, b = (max(v, 1) for v in (gemm.m, gemm.n, gemm.k, gemm.batch))
+    listed = []
     for tile in tiles:
-        tm_count, tn_count = math.ceil(m / tile.m), math.ceil(n / tile.n)
-        base_tiles = tm_count * tn_count * batch
-        pad = (m * n * batch) / (base_tiles * tile.m * tile.n)
-        slots = sm_count * tile.ctas_per_sm
-        split = 1
-        while True:
-            t = base_tiles * split
-            waves = t / slots
-            wave = waves / math.ceil(waves)
-            kk = k / split
-            keff = kk / (kk + k_overhead)
+        grid = math.ceil(m / tile.m) * math.ceil(n / tile.n) * b
+        pad = (m * n * b) / (grid * tile.m * tile.n)
+        splits = [1]  # split-K doubles while below one wave and the slices stay long
+        while (
+            grid * splits[-1] / (sm_count * tile.ctas_per_sm) < 1.0
+            and k / (splits[-1] * 2) >= SPLIT_K_MIN_SLICE
+            and splits[-1] < SPLIT_K_MAX
+        ):
+            splits.append(splits[-1] * 2)
+        for s in splits:
+            waves = grid * s / (sm_count * tile.ctas_per_sm)
+            wave, keff = waves / math.ceil(waves), k / s / (k / s + k_overhead)
             eff = ceiling * tile.efficiency * pad * wave * keff
-            if split > 1:
-                eff *= split_k_efficiency
-            if best is None or eff > best[0]:
-                name = f"{tile.m}x{tile.n}" + (f"/splitK{split}" if split > 1 else "")
-                best = (eff, name, t, waves, pad, wave, keff)
-            if waves >= 1.0 or k / (split * 2) < SPLIT_K_MIN_SLICE or split >= SPLIT_K_MAX:
-                break
-            split *= 2
-    assert best is not None
-    return best
+            eff = eff * split_k_efficiency if s > 1 else eff
+            name = f"{tile.m}x{tile.n}" + (f"/splitK{s}" if s > 1 else "")
+            listed.append((eff, name, grid * s, waves, pad, wave, keff))
+    return max(listed, key=lambda c: c[0])  # the first of equal maxima
 
 
 def test_branch_and_bound_equals_full_search() -> None:
