@@ -122,6 +122,14 @@ def gemm_efficiency(
         keff   = (k/S) / (k/S + k_overhead)
         eff    = ceiling x tile.efficiency x pad x wave x keff (x split_k_efficiency if S > 1)
 
+    A tile is skipped without its candidates when the best so far reaches its bound
+    ``ceiling x tile.efficiency x max(split_k_efficiency, 1)`` (a branch and bound; the answer
+    is the full search's bit for bit): with ``k_overhead >= 0`` the factors ``pad``, ``wave``
+    and ``keff`` are at most 1, and a correctly rounded product of ``x >= 0`` by a factor
+    ``<= 1`` is at most ``x`` (rounding is monotonic and ``x`` is representable), so no
+    candidate of the tile exceeds the bound, and only a strictly better candidate replaces the
+    best. ``tests/compute/test_gemm_best.py`` compares it with the full search.
+
     Examples
     --------
     A 1024^3 GEMM on an 80-SM GPU: 256x128 tiles give 32 tiles (0.4 wave); 128x64 tiles at two
@@ -135,7 +143,12 @@ def gemm_efficiency(
     m, n, k, batch = max(gemm.m, 1), max(gemm.n, 1), max(gemm.k, 1), max(gemm.batch, 1)
     # the best candidate's numbers; its GemmEfficiency (and tile name) is built once, at the end
     best: tuple[float, Tile, int, int, float, float, float, float] | None = None
+    prune = k_overhead >= 0.0  # keff <= 1: the bound below holds
+    split_gain = max(split_k_efficiency, 1.0)
     for tile in tiles:
+        ce = ceiling * tile.efficiency
+        if prune and best is not None and 0.0 <= ce and best[0] >= ce * split_gain:
+            continue  # no candidate of this tile beats the best (see the docstring)
         tm_count, tn_count = math.ceil(m / tile.m), math.ceil(n / tile.n)
         base_tiles = tm_count * tn_count * batch
         pad = (m * n * batch) / (base_tiles * tile.m * tile.n)
@@ -147,7 +160,7 @@ def gemm_efficiency(
             wave = waves / math.ceil(waves)
             kk = k / split
             keff = kk / (kk + k_overhead)
-            eff = ceiling * tile.efficiency * pad * wave * keff
+            eff = ce * pad * wave * keff  # ((ceiling x tile.efficiency) x pad) x ...
             if split > 1:
                 eff *= split_k_efficiency
             if best is None or eff > best[0]:  # the first of equal candidates, as listed

@@ -38,6 +38,7 @@ seconds by class live in :mod:`perfmodel.compute.layer_time` (imported here unde
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from perfmodel._memo import keep
 from perfmodel.compute.layer_time import (
@@ -47,6 +48,7 @@ from perfmodel.compute.layer_time import (
     fp8_ceiling,
     kernel_class_seconds,
     layer_matmul_dtype,
+    layer_time_of,
 )
 from perfmodel.dtypes import DType, Precision
 from perfmodel.errors import ConfigError
@@ -151,7 +153,7 @@ def _autocast_casts(
     g = layer.gemm
     cast_w = cast_in_bytes = 0.0
     cast_w_kernels = 0
-    autocast = prec.mixed and p.cast_weights_each_step
+    autocast = p.cast_weights_each_step and prec.mixed
     if autocast and layer.kind in (LayerKind.CONV, LayerKind.LINEAR):
         weights = float(layer.params)
         bias = 0.0
@@ -179,6 +181,9 @@ class _BwdPass:
     fp8_rates: tuple[float, float, float]
     transpose_s: float
 
+
+#: :meth:`ComputeModel._fp8_rates` of a layer whose GEMMs do not run in FP8
+_NO_FP8_RATES = (1.0, 1.0, 1.0)
 
 #: Entries a :class:`ComputeModel` keeps in its GEMM memo (shapes and grouped shapes, per
 #: dtype), the oldest dropped first (:func:`perfmodel._memo.keep`): a GEMM's efficiency is a pure
@@ -240,8 +245,12 @@ class ComputeModel:
         # the (frozen) params are fixed, read ~8 times by every new layer shape (issue 27)
         self._peaks: dict[DType, float] = {}
         self._tensor_cores: dict[DType, bool] = {}
+        #: :meth:`_gemm_menu` per dtype
+        self._gemm_menus: dict[DType, dict[str, Any]] = {}
         #: achieved memory bandwidth, B/s: the product :meth:`_mem_time` divides by
         self._mem_Bps = self._params.memory_bandwidth_Bps * self._params.memory_efficiency
+        #: FLOP/s of a pass without a GEMM (:meth:`_scalar_time`; set on first use)
+        self._scalar_rate: float | None = None
 
     @property
     def gpu(self) -> GPUSpec:
@@ -275,18 +284,26 @@ class ComputeModel:
         hit = self._gemm_cache.get(key)
         if hit is not None:
             return hit
+        menu = self._gemm_menus.get(dtype)
+        if menu is None:
+            menu = self._gemm_menus[dtype] = self._gemm_menu(dtype)
+        hit = gemm_efficiency(gemm, **menu)
+        return keep(self._gemm_cache, key, hit, GEMM_MEMO_SIZE)
+
+    def _gemm_menu(self, dtype: DType) -> dict[str, Any]:
+        """:func:`gemm_efficiency`'s keyword arguments for a ``dtype`` GEMM on this GPU (the
+        tile menu, ceiling and ``k_overhead``): pure functions of the dtype once the (frozen)
+        params are fixed, so :meth:`gemm` builds them once per dtype, not per new shape."""
         p = self._params
         tc = self._uses_tc(dtype)
         ceiling = p.gemm_ceiling(dtype) if tc else p.cuda_core_efficiency
-        hit = gemm_efficiency(
-            gemm,
-            sm_count=p.sm_count,
-            ceiling=ceiling,
-            tiles=p.tensor_core_tiles if tc else p.cuda_core_tiles,
-            k_overhead=p.k_overhead_for(dtype, self._peak(dtype) * ceiling),
-            split_k_efficiency=p.split_k_efficiency,
-        )
-        return keep(self._gemm_cache, key, hit, GEMM_MEMO_SIZE)
+        return {
+            "sm_count": p.sm_count,
+            "ceiling": ceiling,
+            "tiles": p.tensor_core_tiles if tc else p.cuda_core_tiles,
+            "k_overhead": p.k_overhead_for(dtype, self._peak(dtype) * ceiling),
+            "split_k_efficiency": p.split_k_efficiency,
+        }
 
     def grouped_gemm(self, gemm: GemmShape, dtype: DType) -> tuple[GemmEfficiency, int]:
         """Efficiency of the ``gemm.batch`` expert GEMMs of a grouped (mixture-of-experts) layer
@@ -368,8 +385,11 @@ class ComputeModel:
         return nbytes / self._mem_Bps
 
     def _scalar_time(self, flop: float) -> float:
-        p = self._params
-        return flop / (self._peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency)
+        rate = self._scalar_rate
+        if rate is None:  # the first call (peak raises where the GPU lacks the dtype)
+            p = self._params
+            rate = self._scalar_rate = self._peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency
+        return flop / rate
 
     def _winograd(self, layer: LayerCost, dtype: DType) -> float:
         """Rate multiplier of FP32 3x3 stride-1 convolutions (Winograd), else 1."""
@@ -492,16 +512,15 @@ class ComputeModel:
         conv = layer.kind is LayerKind.CONV
         if conv and dtype is DType.FP32 and p.fp32_conv_tf32 and DType.TF32 in p.peak_flops:
             dtype = DType.TF32  # cuDNN's TF32 convolutions (PyTorch's default; matmuls stay FP32)
-        wino = self._winograd(layer, dtype)
+        wino = self._winograd(layer, dtype) if conv else 1.0
         align = self._alignment(layer, dtype)
         cast_w, cast_in_bytes, cast_w_kernels = _autocast_casts(layer, prec, p)
-        autocast = prec.mixed and p.cast_weights_each_step
-        if autocast and layer.autocast_fp32:
+        if p.cast_weights_each_step and prec.mixed and layer.autocast_fp32:
             scale = 4.0 / prec.activation_bytes
             layer = replace(
                 layer, fwd_bytes=layer.fwd_bytes * scale, bwd_bytes=layer.bwd_bytes * scale
             )
-        fp8_rates = self._fp8_rates(layer, dtype)
+        fp8_rates = self._fp8_rates(layer, dtype) if dtype is DType.FP8 else _NO_FP8_RATES
         kernels_fwd = max(layer.kernels, 1)
         transpose_s = 0.0
         if conv and p.conv_layout == "nchw" and self._uses_tc(dtype):
@@ -556,12 +575,12 @@ class ComputeModel:
             )
         gpu_s += t_in + t_w
         host_s += host_add
-        expert_f, expert_b = self._grouped_host_launches(layer, grouped)
+        expert_f, expert_b = self._grouped_host_launches(layer, grouped) if grouped else (0.0, 0.0)
         bare_f, bare_b = self._fp8_cast_bare_launches(layer)
         expert_f -= bare_f * (1.0 - HOST_LAUNCH_SHARE) * host
         expert_b -= bare_b * (1.0 - HOST_LAUNCH_SHARE) * host
         host_s += expert_f + expert_b
-        return LayerTime(
+        return layer_time_of(
             fwd_s=fwd,
             bwd_input_s=t_in,
             bwd_weight_s=t_w,
@@ -786,7 +805,7 @@ class ComputeModel:
         Without a recipe, ``ComputeParams.fp8_backward_split_accumulation`` says whether the
         backward passes split."""
         if dtype is not DType.FP8 or layer.gemm is None:
-            return (1.0, 1.0, 1.0)
+            return _NO_FP8_RATES
         p = self.params
         if self._fp8 is not None:
             split = self._fp8.split_accumulation
