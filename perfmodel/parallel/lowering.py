@@ -442,11 +442,13 @@ def _shifted_chunk(
     for (op, nbytes), t in tp_items:
         if _tp_time(mine, costs, op, nbytes, tp, algorithm) != t:
             return None
-    d = first_id - first0
+    # this chunk's ids, each segment's a slice of them: position ``i - first0`` holds ``i + d``
+    # (``d = first_id - first0``; slices of one tuple, not a range made per segment)
+    every = tuple(range(first_id, first_id + chunk.segments[-1].layers[-1] - first0 + 1))
     segs = []
     for x in chunk.segments:  # ``x`` under its ids plus ``d`` (consecutive: see build_chunk)
         ids = x.layers
-        segs.append(_with_layers(x, tuple(range(ids[0] + d, ids[-1] + d + 1))))
+        segs.append(_with_layers(x, every[ids[0] - first0 : ids[-1] - first0 + 1]))
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)
     return Chunk(tuple(segs), chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept, chunk)
 
@@ -505,17 +507,23 @@ def _recomputed_and_expert_context(
     return recompute_s, tp_bwd_s, _merged(extra), ()
 
 
-def _with_layers(seg: Segment, ids: tuple[int, ...]) -> Segment:
+def _with_layers(
+    seg: Segment,
+    ids: tuple[int, ...],
+    new_: Callable[[type], Any] = object.__new__,
+    set_: Callable[[object, str, Any], None] = object.__setattr__,
+) -> Segment:
     """``dataclasses.replace(seg, layers=ids)`` without the frozen dataclass's ``__init__``
     (``Segment`` has no ``__post_init__``): a copy of ``seg``'s field dict (the same keys in the
     same order, ``layers`` replaced in place) becomes the new instance's ``__dict__`` at once,
     so it has the same type, fields and values (equal, hashed and pickled alike); ~400 copies
     per new PyTorch DDP plan of GPT-3 175B (one function here rather than two inline copies:
-    speed13h measured the call at ~5% of a warm chunk rebuild, ~0.03 ms a plan)."""
+    speed13h measured the call at ~5% of a warm chunk rebuild, ~0.03 ms a plan). ``new_`` and
+    ``set_`` are those two builtins bound once (not arguments to pass)."""
     fields_ = seg.__dict__.copy()
     fields_["layers"] = ids
-    new = object.__new__(Segment)
-    object.__setattr__(new, "__dict__", fields_)
+    new = new_(Segment)
+    set_(new, "__dict__", fields_)
     return new
 
 
@@ -555,10 +563,11 @@ def _segment_ids(
             lambda i: _grad_bytes(workload.layers[i], exclude_sharded, grad_b),
             lambda i: source(i).params,
         )
-        return [tuple(range(a, b + 1)) for a, b in reversed(ranges)]
+        lo, every = layer_ids[0], tuple(layer_ids)  # slices of one tuple, not a range each
+        return [every[a - lo : b - lo + 1] for a, b in reversed(ranges)]
     if contiguous and by_block:  # _segment_groups' units, read as ranges
-        lo = layer_ids[0]
-        return [tuple(range(lo + a, lo + b)) for a, b in unit_bounds(layers)]
+        every = tuple(layer_ids)
+        return [every[a:b] for a, b in unit_bounds(layers)]
     groups = _segment_groups(
         workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
         exclude_sharded, grad_b,
