@@ -41,6 +41,19 @@ def step_kernels(layer: LayerCost) -> int:
     return fwd + bwd
 
 
+#: Whether :func:`issue_times` gives a chunk read off another
+#: (:attr:`~perfmodel.parallel.lowering.Chunk.values_of`) the time of that chunk or of the
+#: first chunk read off it, without reading its layers' runs (tests compare both ways).
+#:
+#: Exact: such chunks exist only where the cost model prices by cost key
+#: (:func:`~perfmodel.parallel.lowering._chunk_key`); each holds the consecutive ids at the
+#: same offset in the same stack's block, as many, so :func:`block_runs` gives it the same
+#: runs of the same source layers with the same counts, whose key (source ids, counts,
+#: recomputed blocks or selective shares, all read off the source layers) is the other's:
+#: the memo's hit, the same float (issue 27: 6 of a pp8 plan's 8 chunks).
+SHIFTED_ISSUE = True
+
+
 def issue_times(
     costs: Costs,
     chunks: Sequence[Chunk],
@@ -60,7 +73,14 @@ def issue_times(
     if host_of is None:
         return out
     memo: dict[tuple[object, ...], float] = {}  # identical chunks (a stack's stages) once
+    shifted: dict[int, float] = {}  # SHIFTED_ISSUE: by id of the chunk (or the one read off)
     for k, ch in enumerate(chunks):
+        src = ch.values_of if SHIFTED_ISSUE else None
+        if src is not None:
+            t = shifted.get(id(src))
+            if t is not None:
+                out[k % P] += m * t
+                continue
         runs = block_runs(ch.layers, costs)
         key: tuple[object, ...] = tuple((rk, n) for _, rk, n in runs)
         if recompute is Recompute.FULL:
@@ -81,6 +101,8 @@ def issue_times(
                         u += f * selective_share(layer)
                 t = u if n == 1 else t + n * u
             memo[key] = t
+        if SHIFTED_ISSUE:
+            shifted[id(ch if src is None else src)] = t
         out[k % P] += m * t
     return out
 

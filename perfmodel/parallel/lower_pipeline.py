@@ -844,14 +844,12 @@ class PipelineLowering(
         (:meth:`coarsenable`), a :class:`~perfmodel.parallel.periodic.LazyGraph` whose tasks
         are the fine graph (lowered when first read) and whose coarse graph the executors run;
         else the graph itself. The lazy lowerings are closures over this step's inputs, chunks
-        and kernel issue times only (a cached report does not keep this lowering's state)."""
+        and kernel issue times only, and chunk sums (:meth:`shared_sums`): no other state."""
         k = self.periodic_count()
         plan, pl = self.plan, self.pl
         mult = pl.dp * pl.tp
         inp, costs, owt, chunks, issue = self.inp, self.costs, self.owt, self.chunks, None
-        m, coarse = self.m, self.coarse
-
-        hidden = self.hidden
+        m, coarse, hidden, sums = self.m, self.coarse, self.hidden, self.shared_sums()
 
         def relower(
             microbatches: int, coarse: bool, hidden: bool = False, fine: bool = False
@@ -870,6 +868,8 @@ class PipelineLowering(
                 hidden=hidden,
             )
             low._issue = issue
+            if sums is not None:
+                low._sums, low._rs_sums = sums
             low.fine_gathers = fine
             return low.graph(), low.coarsened > 0 or low.hidden_merged > 0 or low.op_merged > 0
 
