@@ -21,10 +21,19 @@ from perfmodel.pipeline.evaluate import Evaluated
 from perfmodel.pipeline.inputs import WorkloadFn
 from perfmodel.pipeline.lower import step_workload
 from perfmodel.pipeline.resolve import Resolved, mxfp8_note
-from perfmodel.report.step import StepReport
+from perfmodel.report.step import Deferred, StepReport
 from perfmodel.scenario import Scenario
 from perfmodel.topology import Topology
 from perfmodel.workload.layers import distinct_layers
+
+#: :func:`build_report` leaves the report's explanation to its first read
+#: (:class:`~perfmodel.report.step.Deferred`; ~0.6 M instructions of every new plan that no
+#: caller of ``predict`` but ``--explain`` reads; issue 27): the same call of
+#: :func:`_explanation` on the same values then, so the same rows bit for bit (it reads the
+#: breakdown, the step, the resolved scenario and the costs' compute model and tuner, none
+#: changed after the report is made, and a copy of the kernel classes). ``False``: worked out
+#: at once, the direct path ``tests/report/test_deferred_explanation.py`` compares with.
+DEFER_EXPLANATION = True
 
 
 def hardware_notes(topology: Topology) -> tuple[str, ...]:
@@ -288,7 +297,12 @@ def build_report(
     bd = ev.breakdown
     classes, stage = _kernel_classes(step, r, costs, bd.optimizer_s, sc, workload_fn, ev.device)
     device = "CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU"
-    explanation = _explanation(bd, classes, T, r, costs, step, stage, device)
+    explanation: Any = None
+    if classes and DEFER_EXPLANATION:  # worked out on its first read (_explanation's answer)
+        kept = dict(classes)  # the report's dict may be changed by its reader: its value now
+        explanation = Deferred(lambda: _explanation(bd, kept, T, r, costs, step, stage, device))
+    elif classes:
+        explanation = _explanation(bd, classes, T, r, costs, step, stage, device)
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -145,6 +146,12 @@ class StepReport:
     classes with their ceilings and sources, the overlap slowdown, exposed communication, host,
     idle and the slowest-GPU wait, adding up to :attr:`iteration_time_s`
     (:mod:`perfmodel.report.explain`); ``None`` where no kernel classes were computed."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields as pickled (and deep-copied): a :class:`Deferred` explanation worked out
+        first (:class:`_OnRead`), so a copy holds its value, not the work that makes it."""
+        _ = self.explanation
+        return self.__dict__
 
     @property
     def is_sequence_model(self) -> bool:
@@ -394,3 +401,36 @@ class StepReport:
             )
         lines.extend(self.printed_notes)
         return "\n".join(lines)
+
+
+class Deferred:
+    """A field value worked out when first read: ``make()``, called once
+    (:attr:`StepReport.explanation`, which :func:`perfmodel.pipeline.assemble.build_report`
+    leaves to its first read: most callers of ``predict`` never read it; issue 27)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+class _OnRead:
+    """:attr:`StepReport.explanation` as its instance stores it (the ``__dict__`` entry the
+    frozen dataclass's ``__init__`` sets through ``object.__setattr__``), where that is a
+    :class:`Deferred` the value it makes, kept in its place on the first read: so every reader
+    (``repr``, ``dataclasses.replace`` / ``asdict``, pickling through
+    :meth:`StepReport.__getstate__`) sees the value itself."""
+
+    def __get__(self, obj: StepReport | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return None  # the field's default, read on the class
+        v = obj.__dict__["explanation"]
+        if type(v) is Deferred:
+            v = obj.__dict__["explanation"] = v.make()
+        return v
+
+    def __set__(self, obj: StepReport, value: Any) -> None:
+        obj.__dict__["explanation"] = value
+
+
+StepReport.explanation = _OnRead()  # type: ignore[assignment]
