@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 import perfmodel.api as api
 import perfmodel.pipeline.assemble as assemble
 from perfmodel.api import Scenario, predict
-from perfmodel.report.step import Deferred
+from perfmodel.report.step import Deferred, StepReport
 
 LLAMA = {"layers": 4, "hidden": 4096, "heads": 32, "kv_heads": 8, "seq_len": 4096, "vocab": 32000}
 SCENARIOS = [
@@ -30,7 +31,15 @@ SCENARIOS = [
 ]  # fmt: skip
 
 
-def _fresh(sc: Scenario, defer: bool, monkeypatch: pytest.MonkeyPatch):
+@pytest.fixture(autouse=True)
+def _no_cached_reports() -> Iterator[None]:
+    """Reports made here (some with a patched assembly) are not left for other tests."""
+    api._REPORTS.clear()
+    yield
+    api._REPORTS.clear()
+
+
+def _fresh(sc: Scenario, defer: bool, monkeypatch: pytest.MonkeyPatch) -> StepReport:
     monkeypatch.setattr(assemble, "DEFER_EXPLANATION", defer)
     api._REPORTS.clear()  # a new report, not the cached one
     return predict(sc, baseline=False)
