@@ -148,9 +148,9 @@ class StepReport:
     (:mod:`perfmodel.report.explain`); ``None`` where no kernel classes were computed."""
 
     def __getstate__(self) -> dict[str, Any]:
-        """The fields as pickled (and deep-copied): a :class:`Deferred` explanation worked out
-        first (:class:`_OnRead`), so a copy holds its value, not the work that makes it."""
-        _ = self.explanation
+        """The fields as pickled (and deep-copied): the :class:`Deferred` ones worked out first
+        (:class:`_OnRead`), so a copy holds their values, not the work that makes them."""
+        _ = self.kernel_classes, self.explanation
         return self.__dict__
 
     @property
@@ -415,22 +415,27 @@ class Deferred:
 
 
 class _OnRead:
-    """:attr:`StepReport.explanation` as its instance stores it (the ``__dict__`` entry the
-    frozen dataclass's ``__init__`` sets through ``object.__setattr__``), where that is a
-    :class:`Deferred` the value it makes, kept in its place on the first read: so every reader
-    (``repr``, ``dataclasses.replace`` / ``asdict``, pickling through
-    :meth:`StepReport.__getstate__`) sees the value itself."""
+    """A field of :class:`StepReport` (``name``) as its instance stores it (the ``__dict__``
+    entry the frozen dataclass's ``__init__`` sets through ``object.__setattr__``), where that is
+    a :class:`Deferred` the value it makes, kept in its place on the first read: so every reader
+    (``==``, ``repr``, ``to_dict``, ``dataclasses.replace`` / ``asdict``, pickling through
+    :meth:`StepReport.__getstate__`) sees the value itself. On the class: ``default``."""
+
+    def __init__(self, name: str, default: Any) -> None:
+        self.name, self.default = name, default
 
     def __get__(self, obj: StepReport | None, owner: type | None = None) -> Any:
         if obj is None:
-            return None  # the field's default, read on the class
-        v = obj.__dict__["explanation"]
+            return self.default
+        v = obj.__dict__[self.name]
         if type(v) is Deferred:
-            v = obj.__dict__["explanation"] = v.make()
+            v = obj.__dict__[self.name] = v.make()
         return v
 
     def __set__(self, obj: StepReport, value: Any) -> None:
-        obj.__dict__["explanation"] = value
+        obj.__dict__[self.name] = value
 
 
-StepReport.explanation = _OnRead()  # type: ignore[assignment]
+# the two fields build_report may leave to their first read (perfmodel.pipeline.assemble)
+StepReport.kernel_classes = _OnRead("kernel_classes", None)  # type: ignore[assignment]
+StepReport.explanation = _OnRead("explanation", None)  # type: ignore[assignment]

@@ -1,6 +1,7 @@
-"""A report's explanation worked out on its first read (``assemble.DEFER_EXPLANATION``,
-``report.step.Deferred``) equals the one worked out at once, row for row, through every reader:
-the attribute, ``repr``, ``dataclasses.replace``, pickling and deep copies (issue 27)."""
+"""A report's kernel classes and explanation worked out on their first read
+(``assemble.DEFER_ON_READ``, ``report.step.Deferred``) equal the ones worked out at once, class
+for class and row for row, through every reader: the attributes, ``==``, ``repr``,
+``to_dict``, ``dataclasses.replace``, pickling and deep copies (issue 27)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def _no_cached_reports() -> Iterator[None]:
 
 
 def _fresh(sc: Scenario, defer: bool, monkeypatch: pytest.MonkeyPatch) -> StepReport:
-    monkeypatch.setattr(assemble, "DEFER_EXPLANATION", defer)
+    monkeypatch.setattr(assemble, "DEFER_ON_READ", defer)
     api._REPORTS.clear()  # a new report, not the cached one
     return predict(sc, baseline=False)
 
@@ -49,22 +50,32 @@ def _fresh(sc: Scenario, defer: bool, monkeypatch: pytest.MonkeyPatch) -> StepRe
 def test_deferred_equals_direct(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
     direct = _fresh(sc, False, monkeypatch)
     assert type(direct.__dict__["explanation"]) is not Deferred
+    assert direct.kernel_classes and direct.explanation is not None
     for read in (
-        lambda r: r.explanation,
-        lambda r: pickle.loads(pickle.dumps(r)).explanation,
-        lambda r: copy.deepcopy(r).explanation,
-        lambda r: replace(r, defaults=()).explanation,
+        lambda r: r,
+        lambda r: pickle.loads(pickle.dumps(r)),
+        lambda r: copy.deepcopy(r),
+        lambda r: replace(r, defaults=direct.defaults),
     ):
-        later = _fresh(sc, True, monkeypatch)
-        assert type(later.__dict__["explanation"]) is Deferred  # not worked out yet
-        later.kernel_classes.clear()  # its reader changing the report's dict changes nothing
-        got = read(later)
-        assert got == direct.explanation
-        assert got.to_dict() == direct.explanation.to_dict()
-        assert later.explanation is later.explanation  # worked out once, then kept
+        for classes_first in (True, False):
+            later = _fresh(sc, True, monkeypatch)
+            assert type(later.__dict__["kernel_classes"]) is Deferred  # not worked out yet
+            assert type(later.__dict__["explanation"]) is Deferred
+            if classes_first:
+                got = read(later)
+                assert list(got.kernel_classes.items()) == list(direct.kernel_classes.items())
+                got.kernel_classes.clear()  # its reader changing the report's dict ...
+                got = read(later)  # ... changes nothing in the explanation
+            else:
+                got = read(later)
+            assert got.explanation == direct.explanation
+            assert got.explanation.to_dict() == direct.explanation.to_dict()
+            assert later.explanation is later.explanation  # worked out once, then kept
     later = _fresh(sc, True, monkeypatch)
     assert repr(later) == repr(direct)
+    later = _fresh(sc, True, monkeypatch)
     assert later == direct
+    assert later.to_dict() == direct.to_dict()
 
 
 def test_no_kernel_classes_no_explanation(monkeypatch: pytest.MonkeyPatch) -> None:
