@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from perfmodel.dtypes import DType
@@ -21,10 +21,22 @@ from perfmodel.pipeline.evaluate import Evaluated
 from perfmodel.pipeline.inputs import WorkloadFn
 from perfmodel.pipeline.lower import step_workload
 from perfmodel.pipeline.resolve import Resolved, mxfp8_note
-from perfmodel.report.step import StepReport
+from perfmodel.report.step import Deferred, StepReport
 from perfmodel.scenario import Scenario
 from perfmodel.topology import Topology
 from perfmodel.workload.layers import distinct_layers
+
+#: :func:`build_report` leaves the report's kernel classes and explanation to their first read
+#: (:class:`~perfmodel.report.step.Deferred`; ~1 M instructions of every new plan, which no
+#: caller of ``predict`` reads but a report's comparison, ``to_dict`` and ``--explain``;
+#: issue 27): the same calls of :func:`_kernel_classes` and :func:`_explanation` on the same
+#: values then, so the same floats bit for bit. They read the step, the breakdown, the
+#: resolved scenario, the zoo's workload (a cached pure build) and the costs' memoised layer
+#: details, compute model and tuner, none changed once the report is made; the explanation
+#: reads the classes' own dict, the report a copy of it (which its reader may change).
+#: ``False``: worked out at once, the direct path ``tests/report/test_deferred_explanation.py``
+#: compares with.
+DEFER_ON_READ = True
 
 
 def hardware_notes(topology: Topology) -> tuple[str, ...]:
@@ -262,6 +274,29 @@ def selective_recompute_default(
     )
 
 
+def _classes_and_explanation(
+    sc: Scenario,
+    r: Resolved,
+    step: LoweredStep,
+    costs: SystemCosts,
+    ev: Evaluated,
+    workload_fn: WorkloadFn | None,
+    device: str,
+) -> tuple[Any, Any]:
+    """The report's kernel classes (:func:`_kernel_classes`) and explanation
+    (:func:`_explanation`), each a :class:`~perfmodel.report.step.Deferred` worked out when
+    first read where :data:`DEFER_ON_READ` allows (a zoo model: no ``workload_fn`` of the
+    caller's called later); the classes then once for both, the report's a copy of them."""
+    bd, T = ev.breakdown, ev.iteration_time_s
+    if DEFER_ON_READ and workload_fn is None:
+        kc = cache(lambda: _kernel_classes(step, r, costs, bd.optimizer_s, sc, None, ev.device))
+        return Deferred(lambda: dict(kc()[0])), Deferred(
+            lambda: _explanation(bd, kc()[0], T, r, costs, step, kc()[1], device)
+        )
+    classes, stage = _kernel_classes(step, r, costs, bd.optimizer_s, sc, workload_fn, ev.device)
+    return classes, _explanation(bd, classes, T, r, costs, step, stage, device)
+
+
 def build_report(
     sc: Scenario,
     r: Resolved,
@@ -286,9 +321,8 @@ def build_report(
     if r.parsed.dataset_size is not None:
         epoch = math.ceil(r.parsed.dataset_size / samples) * T
     bd = ev.breakdown
-    classes, stage = _kernel_classes(step, r, costs, bd.optimizer_s, sc, workload_fn, ev.device)
     device = "CPU" if r.topology.gpu_spec().architecture == "CPU" else "GPU"
-    explanation = _explanation(bd, classes, T, r, costs, step, stage, device)
+    classes, explanation = _classes_and_explanation(sc, r, step, costs, ev, workload_fn, device)
     plan_d = r.plan.to_dict()
     plan_d["describe"] = r.plan.describe()
     plan_d["software"] = r.preset.name

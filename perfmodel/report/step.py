@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -145,6 +146,12 @@ class StepReport:
     classes with their ceilings and sources, the overlap slowdown, exposed communication, host,
     idle and the slowest-GPU wait, adding up to :attr:`iteration_time_s`
     (:mod:`perfmodel.report.explain`); ``None`` where no kernel classes were computed."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields as pickled (and deep-copied): the :class:`Deferred` ones worked out first
+        (:class:`_OnRead`), so a copy holds their values, not the work that makes them."""
+        _ = self.kernel_classes, self.explanation
+        return self.__dict__
 
     @property
     def is_sequence_model(self) -> bool:
@@ -394,3 +401,41 @@ class StepReport:
             )
         lines.extend(self.printed_notes)
         return "\n".join(lines)
+
+
+class Deferred:
+    """A field value worked out when first read: ``make()``, called once
+    (:attr:`StepReport.explanation`, which :func:`perfmodel.pipeline.assemble.build_report`
+    leaves to its first read: most callers of ``predict`` never read it; issue 27)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+class _OnRead:
+    """A field of :class:`StepReport` (``name``) as its instance stores it (the ``__dict__``
+    entry the frozen dataclass's ``__init__`` sets through ``object.__setattr__``), where that is
+    a :class:`Deferred` the value it makes, kept in its place on the first read: so every reader
+    (``==``, ``repr``, ``to_dict``, ``dataclasses.replace`` / ``asdict``, pickling through
+    :meth:`StepReport.__getstate__`) sees the value itself. On the class: ``default``."""
+
+    def __init__(self, name: str, default: Any) -> None:
+        self.name, self.default = name, default
+
+    def __get__(self, obj: StepReport | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self.default
+        v = obj.__dict__[self.name]
+        if type(v) is Deferred:
+            v = obj.__dict__[self.name] = v.make()
+        return v
+
+    def __set__(self, obj: StepReport, value: Any) -> None:
+        obj.__dict__[self.name] = value
+
+
+# the two fields build_report may leave to their first read (perfmodel.pipeline.assemble)
+StepReport.kernel_classes = _OnRead("kernel_classes", None)  # type: ignore[assignment]
+StepReport.explanation = _OnRead("explanation", None)  # type: ignore[assignment]
