@@ -23,7 +23,8 @@ first, as an installed package has it).
   mean with the default speedup baseline.
 - ``instructions``: the ``presets`` plans again, counted in instructions instead of seconds
   (``valgrind --tool=callgrind``, ``PYTHONHASHSEED=0``): a fresh process predicts the warm-up
-  plan alone, another the warm-up plan and the nine plans, and the difference over nine is the
+  plan alone, another the warm-up plan and the nine plans (each process collecting in full
+  after the warm-up plan, as ``presets`` does), and the difference over nine is the
   mean per new plan, the same on every run (session 21: this box's wall clock swung +-15%
   between passes, more than a 2-5% change). Skipped, saying so, where valgrind is not
   installed; ``--runs`` does not apply.

@@ -843,8 +843,8 @@ class PipelineLowering(
         allows (lowered when first read), else, where a coarse lowering merged segments
         (:meth:`coarsenable`), a :class:`~perfmodel.parallel.periodic.LazyGraph` whose tasks
         are the fine graph (lowered when first read) and whose coarse graph the executors run;
-        else the graph itself. The lazy lowerings are closures over this step's inputs, chunks
-        and kernel issue times only, and chunk sums (:meth:`shared_sums`): no other state."""
+        else the graph itself. The lazy lowerings are closures over this step's inputs, chunks,
+        kernel issue times and chunk sums (:meth:`shared_sums`) only."""
         k = self.periodic_count()
         plan, pl = self.plan, self.pl
         mult = pl.dp * pl.tp

@@ -6,7 +6,7 @@ explanation (``predict --explain``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
 from typing import Any
 
@@ -31,9 +31,10 @@ from perfmodel.workload.layers import distinct_layers
 #: caller of ``predict`` reads but a report's comparison, ``to_dict`` and ``--explain``;
 #: issue 27): the same calls of :func:`_kernel_classes` and :func:`_explanation` on the same
 #: values then, so the same floats bit for bit. They read the step, the breakdown, the
-#: resolved scenario, the zoo's workload (a cached pure build) and the costs' memoised layer
-#: details, compute model and tuner, none changed once the report is made; the explanation
-#: reads the classes' own dict, the report a copy of it (which its reader may change).
+#: resolved scenario, the recomputed shares (:func:`_recompute_share`, read when the report is
+#: made: they come from the caller's scenario, whose ``model_args`` dict the caller may change)
+#: and the costs' memoised layer details, compute model and tuner, none changed once the
+#: report is made; the explanation reads the classes' own dict, the report a copy of it.
 #: ``False``: worked out at once, the direct path ``tests/report/test_deferred_explanation.py``
 #: compares with.
 DEFER_ON_READ = True
@@ -97,36 +98,44 @@ def _tf32_convolutions(sc: Scenario, r: Resolved, workload_fn: WorkloadFn | None
         return False
 
 
+def _recompute_share(
+    step: LoweredStep, r: Resolved, sc: Scenario, workload_fn: WorkloadFn | None
+) -> Callable[[Any], float] | None:
+    """The share of each layer's forward that the step recomputes, as the lowering charged it
+    (full: every block's forward again; selective: the recipe's per-layer shares, which
+    torchtitan's op-level checkpoint reads off each block's matrix products,
+    ``SelectiveRecompute.share_for``, not the layer-alone mean), or ``None`` (none, or no
+    stage layers). Read when the report is made, also where the kernel classes are left to
+    their first read: the workload comes from the caller's scenario, whose ``model_args`` is
+    a dict the caller may change afterwards."""
+    if not step.stage_layers:
+        return None
+    if r.plan.recompute is Recompute.FULL:
+        return lambda la: 1.0 if la.block is not None else 0.0
+    rc = r.recipe
+    if r.plan.recompute is Recompute.SELECTIVE and rc is not None:
+        return rc.selective_recompute.share_for(step_workload(sc, r, workload_fn)[0])
+    return None
+
+
 def _kernel_classes(
     step: LoweredStep,
     r: Resolved,
     costs: SystemCosts,
     optimizer_s: float,
-    sc: Scenario,
-    workload_fn: WorkloadFn | None,
+    share: Callable[[Any], float] | None,
     device: str,
 ) -> tuple[dict[str, float], int]:
     """Kernel seconds of one step by class on the pipeline stage of ``device`` (the critical
     GPU the breakdown reads; where the lowering does not say which stage a GPU runs, the stage
     with the most kernel time) and that stage's index
-    (:func:`perfmodel.compute.model.kernel_class_seconds`), with its recomputation (full:
-    every block's forward again; selective: the recipe's per-layer shares, as the lowering
-    charged them) and the breakdown's ``optimizer`` seconds; empty (stage -1) when the lowering
-    recorded no stage layers."""
+    (:func:`perfmodel.compute.model.kernel_class_seconds`), with its recomputation
+    (``share``: :func:`_recompute_share`) and the breakdown's ``optimizer`` seconds; empty
+    (stage -1) when the lowering recorded no stage layers."""
     from perfmodel.compute.model import kernel_class_seconds
-    from perfmodel.parallel.plan import Recompute
 
     if not step.stage_layers:
         return {}, -1
-    plan = r.plan
-    rc = r.recipe
-    share = None
-    if plan.recompute is Recompute.FULL:
-        share = lambda la: 1.0 if la.block is not None else 0.0  # noqa: E731
-    elif plan.recompute is Recompute.SELECTIVE and rc is not None:
-        # the per-layer shares the lowering charged (torchtitan's op-level checkpoint knows
-        # each block's matrix products, SelectiveRecompute.share_for), not the layer-alone mean
-        share = rc.selective_recompute.share_for(step_workload(sc, r, workload_fn)[0])
 
     def of(chunks: Sequence[Any]) -> dict[str, float]:
         return kernel_class_seconds(
@@ -286,14 +295,16 @@ def _classes_and_explanation(
     """The report's kernel classes (:func:`_kernel_classes`) and explanation
     (:func:`_explanation`), each a :class:`~perfmodel.report.step.Deferred` worked out when
     first read where :data:`DEFER_ON_READ` allows (a zoo model: no ``workload_fn`` of the
-    caller's called later); the classes then once for both, the report's a copy of them."""
+    caller's called later); the classes then once for both, the report's a copy of them. What
+    they read of the caller's scenario (:func:`_recompute_share`) is read now."""
     bd, T = ev.breakdown, ev.iteration_time_s
+    share = _recompute_share(step, r, sc, workload_fn)
     if DEFER_ON_READ and workload_fn is None:
-        kc = cache(lambda: _kernel_classes(step, r, costs, bd.optimizer_s, sc, None, ev.device))
+        kc = cache(lambda: _kernel_classes(step, r, costs, bd.optimizer_s, share, ev.device))
         return Deferred(lambda: dict(kc()[0])), Deferred(
             lambda: _explanation(bd, kc()[0], T, r, costs, step, kc()[1], device)
         )
-    classes, stage = _kernel_classes(step, r, costs, bd.optimizer_s, sc, workload_fn, ev.device)
+    classes, stage = _kernel_classes(step, r, costs, bd.optimizer_s, share, ev.device)
     return classes, _explanation(bd, classes, T, r, costs, step, stage, device)
 
 

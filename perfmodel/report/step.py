@@ -404,9 +404,11 @@ class StepReport:
 
 
 class Deferred:
-    """A field value worked out when first read: ``make()``, called once
-    (:attr:`StepReport.explanation`, which :func:`perfmodel.pipeline.assemble.build_report`
-    leaves to its first read: most callers of ``predict`` never read it; issue 27)."""
+    """A field value worked out when first read: ``make()`` (:attr:`StepReport.kernel_classes`
+    and :attr:`StepReport.explanation`, which :func:`perfmodel.pipeline.assemble.build_report`
+    leaves to their first read: most callers of ``predict`` never read them; issue 27). Called
+    once, or by each of two threads that read the field at once: equal values, the report
+    keeping the one stored last. Until then the instance's ``__dict__`` holds this object."""
 
     __slots__ = ("make",)
 
@@ -414,18 +416,25 @@ class Deferred:
         self.make = make
 
 
+_NO_DEFAULT = object()
+
+
 class _OnRead:
     """A field of :class:`StepReport` (``name``) as its instance stores it (the ``__dict__``
     entry the frozen dataclass's ``__init__`` sets through ``object.__setattr__``), where that is
     a :class:`Deferred` the value it makes, kept in its place on the first read: so every reader
     (``==``, ``repr``, ``to_dict``, ``dataclasses.replace`` / ``asdict``, pickling through
-    :meth:`StepReport.__getstate__`) sees the value itself. On the class: ``default``."""
+    :meth:`StepReport.__getstate__`) sees the value itself. On the class: the field's plain
+    ``default`` as the dataclass left it (none for ``kernel_classes``, a ``default_factory``
+    field: ``AttributeError`` as before)."""
 
-    def __init__(self, name: str, default: Any) -> None:
+    def __init__(self, name: str, default: Any = _NO_DEFAULT) -> None:
         self.name, self.default = name, default
 
     def __get__(self, obj: StepReport | None, owner: type | None = None) -> Any:
         if obj is None:
+            if self.default is _NO_DEFAULT:
+                raise AttributeError(self.name)
             return self.default
         v = obj.__dict__[self.name]
         if type(v) is Deferred:
@@ -437,5 +446,5 @@ class _OnRead:
 
 
 # the two fields build_report may leave to their first read (perfmodel.pipeline.assemble)
-StepReport.kernel_classes = _OnRead("kernel_classes", None)  # type: ignore[assignment]
+StepReport.kernel_classes = _OnRead("kernel_classes")  # type: ignore[assignment]
 StepReport.explanation = _OnRead("explanation", None)  # type: ignore[assignment]

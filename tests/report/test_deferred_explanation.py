@@ -79,6 +79,24 @@ def test_deferred_equals_direct(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_no_kernel_classes_no_explanation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without kernel classes the explanation is ``None`` at once, as before."""
+    """Without kernel classes the explanation is ``None`` on its first read, as before."""
     monkeypatch.setattr(assemble, "_kernel_classes", lambda *a: ({}, -1))
     assert _fresh(SCENARIOS[0], True, monkeypatch).explanation is None
+
+
+def test_a_callers_dict_changed_after_predict_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scenario keeps its caller's ``model_args`` dict: a caller reusing that dict for the
+    next scenario must not move a report it already has (rev24: the deferred classes read the
+    selective recomputation's shares off the scenario's workload when first read, and a
+    changed ``seq_len`` moved them and made the explanation refuse its sums)."""
+    selective = SCENARIOS[1]
+    direct = _fresh(selective, False, monkeypatch)
+    args = dict(LLAMA)
+    sc = replace(selective, model_args=args)
+    later = _fresh(sc, True, monkeypatch)
+    assert type(later.__dict__["kernel_classes"]) is Deferred
+    args["seq_len"], args["hidden"] = 2048, 2048  # the caller's next scenario
+    assert list(later.kernel_classes.items()) == list(direct.kernel_classes.items())
+    assert later.explanation.to_dict() == direct.explanation.to_dict()
