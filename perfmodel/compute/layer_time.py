@@ -125,7 +125,7 @@ def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
     >>> layer_matmul_dtype(att, Precision.FP8).value, layer_matmul_dtype(att, Precision.FP16).value
     ('bf16', 'fp16')
     """
-    if precision is Precision.FP8 and not fp8_linear(layer):
+    if precision == Precision.FP8 and not fp8_linear(layer):  # ``==``: also the string "fp8"
         return DType.BF16
     return _MATMUL_DTYPES[precision]
 

@@ -393,6 +393,7 @@ class ComputeModel:
 
     def _winograd(self, layer: LayerCost, dtype: DType) -> float:
         """Rate multiplier of FP32 3x3 stride-1 convolutions (Winograd), else 1."""
+        # layer_time skips the call for a layer that is not a convolution (this first test)
         if layer.kind is not LayerKind.CONV or layer.gemm is None or self._uses_tc(dtype):
             return 1.0
         g = layer.gemm
@@ -804,7 +805,7 @@ class ComputeModel:
         :meth:`gemm` applied (the fast-accumulation ceiling); ``(1, 1, 1)`` for other dtypes.
         Without a recipe, ``ComputeParams.fp8_backward_split_accumulation`` says whether the
         backward passes split."""
-        if dtype is not DType.FP8 or layer.gemm is None:
+        if dtype is not DType.FP8 or layer.gemm is None:  # layer_time skips the call off FP8
             return _NO_FP8_RATES
         p = self.params
         if self._fp8 is not None:

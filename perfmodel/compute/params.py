@@ -47,6 +47,21 @@ class Tile:
     ctas_per_sm: int = 1
 
 
+def _tile(entry: Any, where: str) -> Tile:
+    """A :class:`Tile` of a profile file's ``[m, n, efficiency, ctas_per_sm]`` entry, or a
+    :class:`CalibrationError` naming ``where`` for a side or an occupancy below 1 (a GEMM
+    needs at least one tile per wave slot; :func:`~perfmodel.compute.gemm.gemm_efficiency`
+    divides by them, and may skip a tile it cannot choose without reading it)."""
+    tile = Tile(int(entry[0]), int(entry[1]), float(entry[2]), int(entry[3]))
+    if min(tile.m, tile.n, tile.ctas_per_sm) < 1:
+        raise CalibrationError(
+            f"{where}: a tile's sides and CTAs per SM must be >= 1, got {list(entry)}",
+            value=list(entry),
+            where=where,
+        )
+    return tile
+
+
 # CUTLASS/cuBLAS tile menu (CUTLASS default tensor-core threadblock shapes 256x128, 128x256,
 # 128x128, 128x64, 64x64; NVIDIA "Matrix Multiplication Background User's Guide", sections
 # "Tile quantization" and "Wave quantization"). The relative efficiencies of smaller tiles are
@@ -541,7 +556,7 @@ class ComputeParams:
             )
         for key in ("tensor_core_tiles", "cuda_core_tiles"):
             if key in kw:
-                kw[key] = tuple(Tile(int(t[0]), int(t[1]), float(t[2]), int(t[3])) for t in kw[key])
+                kw[key] = tuple(_tile(t, f"{where}.{key}[{i}]") for i, t in enumerate(kw[key]))
         if "elementwise_flop_dtype" in kw:
             kw["elementwise_flop_dtype"] = DType.parse(kw["elementwise_flop_dtype"])
         if "extra" in kw:

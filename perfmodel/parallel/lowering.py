@@ -431,7 +431,8 @@ def _shifted_chunk(
     through its shape memo (issue 27: the middle stages of a GPT-3 175B plan, ~40-190 bucket
     segments each, walked and copied once per stage before). A segment's ids are consecutive
     (:func:`_chunk_key` keys only a chunk of consecutive ids, and a segment's sorted ids are
-    consecutive positions of them), so ``range(first + d, last + d + 1)`` is each plus ``d``.
+    consecutive positions of them), so its ids plus ``d`` are the slice of this chunk's ids
+    ``every[ids[0] - first0 : ids[-1] - first0 + 1]`` (``every[i - first0] == i + d``).
 
     A segment copy here and in :func:`build_chunk`'s shape memo is :func:`_with_layers`."""
     seen = None if key is None else seg_memo.get(key)

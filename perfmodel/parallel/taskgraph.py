@@ -66,7 +66,8 @@ class CommSpec:
         wait_s: float,
     ) -> CommSpec:
         """``CommSpec(op, message_bytes, group, algorithm, kind, siblings, wait_s)`` at half its
-        cost, for the lowering's data-parallel specs (``dp_spec``: ~15-50 new ones a plan).
+        cost, for the lowering's data-parallel specs (``dp_spec``: ~15-50 new ones a plan) and
+        the tied embedding's gradient all-reduce.
 
         The frozen dataclass's ``__init__`` sets each of the seven fields with
         ``object.__setattr__`` (~13 k instructions a spec, callgrind); this makes the

@@ -220,6 +220,12 @@ def test_params_round_trip_and_validation() -> None:
         ComputeParams.for_gpu(A100, tensor_core_efficiency=1.5)
     with pytest.raises(CalibrationError, match="sm_count"):
         ComputeParams.from_dict({k: v for k, v in d.items() if k != "sm_count"})
+    # a tile no GEMM can use (gemm_efficiency divides by its sides and occupancy, and may skip
+    # it unread: rev24-a), named with its place in the file
+    for bad in ([0, 64, 0.5, 1], [128, 0, 0.5, 1], [128, 64, 0.5, 0]):
+        tiles = [*d["tensor_core_tiles"], bad]
+        with pytest.raises(CalibrationError, match=r"tensor_core_tiles\[\d+\]"):
+            ComputeParams.from_dict({**d, "tensor_core_tiles": tiles})
 
 
 def test_calibrated_params_change_predictions() -> None:

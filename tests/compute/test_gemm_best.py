@@ -76,20 +76,24 @@ def _full_search(
 def test_branch_and_bound_equals_full_search() -> None:
     """The skipped tiles never change the answer: 3,000 random GEMMs (tall, wide, tiny, batched)
     on random SM counts, against the default menus and shuffled menus with efficiencies above
-    and below 1, ``split_k_efficiency`` above and below 1 and negative or zero ``k_overhead``
-    (where the bound is not used); every field of the result equal."""
+    and below 1 (one negative), a negative ceiling, ``split_k_efficiency`` above and below 1 and
+    negative or zero ``k_overhead`` (where the bound is not used); every field of the result
+    equal."""
     rng = random.Random(27)
     menus = [_TC_TILES, _SIMT_TILES]
     for _ in range(6):
         menu = list(_TC_TILES + _SIMT_TILES)
         rng.shuffle(menu)
         menus.append(tuple(replace(t, efficiency=rng.uniform(0.3, 1.2)) for t in menu[:7]))
+    # a tile of negative efficiency (or a negative ceiling) has a negative bound, which a best
+    # candidate may exceed in the wrong direction: never pruned (rev24-a)
+    menus.append((replace(_TC_TILES[0], efficiency=-0.2), *_TC_TILES[1:]))
     for _ in range(3000):
         dims = [rng.choice((1, 7, 64, 96, 128, 3141, 12288)) * rng.randint(1, 40) for _ in "mnk"]
         g = GemmShape(*dims, rng.choice((1, 1, 2, 6, 48)))
         kw = {
             "sm_count": rng.choice((8, 80, 108, 132)),
-            "ceiling": rng.choice((0.787, 1.0, 0.9)),
+            "ceiling": rng.choice((0.787, 1.0, 0.9, -0.5)),
             "tiles": rng.choice(menus),
             "k_overhead": rng.choice((0.0, 64.0, 419.0, -0.5)),
             "split_k_efficiency": rng.choice((0.9, 1.0, 1.1)),

@@ -66,3 +66,19 @@ def test_fast_path_skips_init(monkeypatch: pytest.MonkeyPatch) -> None:
     values.pop("fwd_s")
     with pytest.raises(TypeError):
         layer_time_of(**values)
+
+
+def test_matmul_dtype_of_a_string_precision_is_the_enums() -> None:
+    """``Precision`` is a ``str`` enum: the string ``"fp8"`` reads the same formats as
+    ``Precision.FP8`` (rev24-a: the table lookup took the string, the FP8 test did not, so a
+    fused attention under ``"fp8"`` read FP8 instead of BF16)."""
+    from perfmodel.compute.layer_time import class_key, layer_matmul_dtype
+    from perfmodel.dtypes import Precision
+    from perfmodel.workload.layers import LayerCost, LayerKind
+
+    att = LayerCost(name="attn", kind=LayerKind.ATTENTION, fwd_flop=1.0, bwd_input_flop=1.0,
+                    bwd_weight_flop=0.0, params=0, fwd_bytes=1.0, bwd_bytes=1.0,
+                    activation_bytes=1.0, output_shape=(1,))  # fmt: skip
+    for p in Precision:
+        assert layer_matmul_dtype(att, p.value) is layer_matmul_dtype(att, p)  # type: ignore[arg-type]
+        assert class_key(att, p.value) == class_key(att, p)  # type: ignore[arg-type]
