@@ -2,7 +2,8 @@
 ``test_gather_same_rows``, ``test_chunk_values``, ``test_chunk_shapes``): a small GPT and GPT-3
 175B on DGX A100, the memos to empty so that a test builds its own chunks (:func:`afresh`), and
 a prediction that records one :class:`HiddenCollectives` method's calls and another's
-answers."""
+answers, and every :class:`PipelineLowering` a prediction makes (:func:`lowerings`;
+``test_shared_sums``, ``test_comm_spec_built``)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,18 @@ def afresh(m: pytest.MonkeyPatch) -> None:
     m.setattr(shortcuts, "_SHARED_CHUNKS", {})
     m.setattr(lowering, "_CHUNKS", {})
     m.setattr(api, "_REPORTS", {})
+
+
+def lowerings(sc: Scenario, m: pytest.MonkeyPatch) -> list[PipelineLowering]:
+    """Every :class:`PipelineLowering` ``predict(sc)`` makes (chunks and reports afresh)."""
+    seen: list[PipelineLowering] = []
+    init = PipelineLowering.__init__
+
+    def keep(self: PipelineLowering, *a: Any, **k: Any) -> None:
+        init(self, *a, **k)
+        seen.append(self)
+
+    m.setattr(PipelineLowering, "__init__", keep)
+    afresh(m)
+    predict(sc, baseline=False)
+    return seen

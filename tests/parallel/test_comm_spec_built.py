@@ -122,24 +122,16 @@ def test_stage_expert_params_sums_every_chunk_of_the_stage(
     a stage holds: an expert-parallel interleaved plan (v 2), both chunks of each stage
     counted (rev24-a: reading chunk 0 alone moved such a plan's step and only the validation
     record noticed)."""
+    from fresh_chunks import lowerings
+
     from perfmodel.api import Scenario
-    from perfmodel.parallel.lower_pipeline import PipelineLowering
     from tests.parallel.moe_shapes import SMALL_MOE
 
-    seen: list[PipelineLowering] = []
-    init = PipelineLowering.__init__
-
-    def keep(self: PipelineLowering, *a: Any, **k: Any) -> None:
-        init(self, *a, **k)
-        seen.append(self)
-
-    monkeypatch.setattr(PipelineLowering, "__init__", keep)
     sc = Scenario(system="dgx-h100", model="moe", model_args={**SMALL_MOE, "layers": 4},
                   precision="bf16", optimizer="adam", fidelity="analytic",
                   software="megatron-core", ep=4, pp=2, interleave=2, schedule="interleaved",
                   global_batch=16, microbatch=1)  # fmt: skip
-    build_step(sc, resolve(sc))
-    low = seen[0]
+    low = lowerings(sc, monkeypatch)[0]
     assert low.V == 2
     for s in range(low.P):
         per_chunk = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fresh_chunks import BASE, GPT3, afresh  # the small GPT, GPT-3 175B
+from fresh_chunks import BASE, GPT3, afresh, lowerings  # the small GPT, GPT-3 175B
 
 import perfmodel.parallel.host_lead as host_lead
 from perfmodel.api import Scenario, predict
@@ -34,26 +34,11 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def _lowerings(sc: Scenario, m: pytest.MonkeyPatch) -> list[PipelineLowering]:
-    """Every :class:`PipelineLowering` ``predict(sc)`` makes (chunks and reports afresh)."""
-    seen: list[PipelineLowering] = []
-    init = PipelineLowering.__init__
-
-    def keep(self: PipelineLowering, *a: Any, **k: Any) -> None:
-        init(self, *a, **k)
-        seen.append(self)
-
-    m.setattr(PipelineLowering, "__init__", keep)
-    afresh(m)
-    predict(sc, baseline=False)
-    return seen
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_shifted_chunks_issue_times_equal_their_own(name: str) -> None:
     sc = Scenario.from_dict({**BASE, **CASES[name]})
     with pytest.MonkeyPatch.context() as m:
-        low = _lowerings(sc, m)[0]
+        low = lowerings(sc, m)[0]
     assert any(ch.values_of is not None for ch in low.chunks)  # some chunk is read off
     args = (low.costs, low.chunks, low.P, low.V, low.m_step, low.plan.recompute,
             low.rc.selective_recompute.share_for(low.wl))  # fmt: skip
