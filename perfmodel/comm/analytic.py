@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel._frozen import from_fields
 from perfmodel._memo import BoundedMemo
 from perfmodel.comm.algorithms import OtherAlgorithms, host_memory_Bps
 from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupAnalysis, GroupInfo, gpu_reduce_Bps
@@ -436,6 +437,4 @@ class AnalyticCommModel:
         }
         if not self.FAST_RESULT:
             return CommResult(**fields_)
-        res = object.__new__(CommResult)
-        object.__setattr__(res, "__dict__", fields_)
-        return res
+        return from_fields(CommResult, fields_)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from perfmodel._frozen import from_fields
 from perfmodel.dtypes import DType, Precision
 from perfmodel.workload.kernels import fp8_linear
 from perfmodel.workload.layers import KernelClass, LayerCost, layer_runs
@@ -101,9 +102,7 @@ def layer_time_of(**values: Any) -> LayerTime:
     hashing, ``repr``, pickling and every reader see the same value. Otherwise (or with
     :data:`FAST_BUILD` off) ``__init__``, with its ``TypeError`` for a wrong name."""
     if FAST_BUILD and tuple(values) == _FIELDS:
-        new = object.__new__(LayerTime)
-        object.__setattr__(new, "__dict__", values)
-        return new
+        return from_fields(LayerTime, values)
     return LayerTime(**values)
 
 

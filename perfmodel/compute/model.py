@@ -250,7 +250,7 @@ class ComputeModel:
         #: achieved memory bandwidth, B/s: the product :meth:`_mem_time` divides by
         self._mem_Bps = self._params.memory_bandwidth_Bps * self._params.memory_efficiency
         #: FLOP/s of a pass without a GEMM (:meth:`_scalar_time`; set on first use)
-        self._scalar_rate: float | None = None
+        self._scalar_flops_per_s: float | None = None
 
     @property
     def gpu(self) -> GPUSpec:
@@ -385,10 +385,12 @@ class ComputeModel:
         return nbytes / self._mem_Bps
 
     def _scalar_time(self, flop: float) -> float:
-        rate = self._scalar_rate
+        rate = self._scalar_flops_per_s
         if rate is None:  # the first call (peak raises where the GPU lacks the dtype)
             p = self._params
-            rate = self._scalar_rate = self._peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency
+            rate = self._scalar_flops_per_s = (
+                self._peak(p.elementwise_flop_dtype) * p.cuda_core_efficiency
+            )
         return flop / rate
 
     def _winograd(self, layer: LayerCost, dtype: DType) -> float:

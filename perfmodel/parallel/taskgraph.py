@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, NamedTuple
 
+from perfmodel._frozen import from_fields
 from perfmodel.ops import CollectiveOp
 
 
@@ -79,12 +80,10 @@ class CommSpec:
         unknown here): ``__init__`` always."""
         if cls is not CommSpec or not FAST_SPECS:
             return cls(op, message_bytes, group, algorithm, kind, siblings, wait_s)
-        new = object.__new__(cls)
-        object.__setattr__(new, "__dict__", {
+        return from_fields(cls, {
             "op": op, "message_bytes": message_bytes, "group": group, "algorithm": algorithm,
             "kind": kind, "siblings": siblings, "wait_s": wait_s,
         })  # fmt: skip
-        return new
 
 
 #: Whether :meth:`CommSpec.built` makes the instance's dictionary at once (else ``__init__``;

@@ -294,12 +294,12 @@ def _classes_and_explanation(
 ) -> tuple[Any, Any]:
     """The report's kernel classes (:func:`_kernel_classes`) and explanation
     (:func:`_explanation`), each a :class:`~perfmodel.report.step.Deferred` worked out when
-    first read where :data:`DEFER_ON_READ` allows (a zoo model: no ``workload_fn`` of the
-    caller's called later); the classes then once for both, the report's a copy of them. What
-    they read of the caller's scenario (:func:`_recompute_share`) is read now."""
+    first read where :data:`DEFER_ON_READ` allows; the classes then once for both, the
+    report's a copy of them. What they read of the caller's scenario and ``workload_fn``
+    (:func:`_recompute_share`) is read now: no caller's value is read or called later."""
     bd, T = ev.breakdown, ev.iteration_time_s
     share = _recompute_share(step, r, sc, workload_fn)
-    if DEFER_ON_READ and workload_fn is None:
+    if DEFER_ON_READ:
         kc = cache(lambda: _kernel_classes(step, r, costs, bd.optimizer_s, share, ev.device))
         return Deferred(lambda: dict(kc()[0])), Deferred(
             lambda: _explanation(bd, kc()[0], T, r, costs, step, kc()[1], device)

@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, TypeVar
 
+from perfmodel._frozen import from_fields
 from perfmodel.dtypes import Precision
 from perfmodel.ops import CollectiveOp
 
@@ -314,9 +315,7 @@ class LayerCost:
         d = {**_FIELD_DEFAULTS, **fields_}
         if not FAST_BUILD or len(d) != len(_FIELD_DEFAULTS) or not fields_.keys() >= _REQUIRED:
             return cls(**fields_)
-        new = object.__new__(cls)
-        object.__setattr__(new, "__dict__", d)
-        return new
+        return from_fields(cls, d)
 
     def changed(self, **changes: Any) -> LayerCost:
         """``dataclasses.replace(self, **changes)`` by :meth:`built`: every field of this layer
@@ -328,9 +327,7 @@ class LayerCost:
         d.pop("_cost_source", None)
         if not FAST_BUILD or len(d) != len(_FIELD_DEFAULTS):
             return replace(self, **changes)  # and its error for a name that is no field
-        new = object.__new__(type(self))
-        object.__setattr__(new, "__dict__", d)
-        return new
+        return from_fields(type(self), d)
 
     def relabelled(self, name: str, block: int | None) -> LayerCost:
         """This layer under another ``name`` and ``block`` index, every cost field shared.

@@ -100,3 +100,29 @@ def test_a_callers_dict_changed_after_predict_changes_nothing(
     args["seq_len"], args["hidden"] = 2048, 2048  # the caller's next scenario
     assert list(later.kernel_classes.items()) == list(direct.kernel_classes.items())
     assert later.explanation.to_dict() == direct.explanation.to_dict()
+
+
+def test_a_callers_workload_defers_and_is_not_called_on_the_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller's ``workload_fn`` (torchtitan's selective recomputation: its shares read off
+    the workload) defers as a zoo model does: nothing of it is called when the fields are
+    read, and they equal the ones worked out at once."""
+    from perfmodel.workload import build_model
+
+    calls: list[int] = []
+
+    def wl(**kw: object):
+        calls.append(1)
+        return build_model("llama", **LLAMA, **kw)  # type: ignore[arg-type]
+
+    sc = SCENARIOS[1]
+    monkeypatch.setattr(assemble, "DEFER_ON_READ", False)
+    direct = predict(sc, baseline=False, workload_fn=wl)
+    monkeypatch.setattr(assemble, "DEFER_ON_READ", True)
+    later = predict(sc, baseline=False, workload_fn=wl)
+    assert type(later.__dict__["explanation"]) is Deferred
+    made = len(calls)
+    assert later.explanation.to_dict() == direct.explanation.to_dict()
+    assert list(later.kernel_classes.items()) == list(direct.kernel_classes.items())
+    assert len(calls) == made
