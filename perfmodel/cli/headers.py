@@ -157,12 +157,10 @@ def hardware_fields(sc: Any, num_gpus: int) -> dict[str, Any]:
     link (the GPU's fastest link: bandwidth x count) and the inter-node fabric
     (:class:`~perfmodel.topology.model.FabricSpec`: network, topology, NICs per node and the
     fat tree's oversubscription; ``None`` on a system without one)."""
-    from collections import Counter
-
     from perfmodel.api import topology_of
 
     topo = topology_of(sc)
-    used = Counter(topo.server_of(g) for g in topo.gpus[:num_gpus])
+    used = topo.servers_used(num_gpus)
     first = topo.gpus[0]
     links = [d for _, _, d in topo.graph.edges(first, data=True) if "tech" in d]
     fastest = max(links, key=lambda d: d["bandwidth_Bps"] * d.get("count", 1), default=None)
