@@ -49,8 +49,10 @@ from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.expert import CPImpl
 from perfmodel.parallel.memory import PlanMemory
 from perfmodel.parallel.partition import (
+    BlockRun,
     block_count,
     block_runs,
+    copies_runs,
     take_layers,
     unit_bounds,
     unit_ids,
@@ -467,14 +469,22 @@ def _shape_sums(
     :meth:`_StackCopies.shape`) is kept in ``seg_memo`` under its shape too, so the segments of
     that shape in the lowering's other chunks skip :func:`~perfmodel.parallel.partition.
     block_runs` (exact as the shape memo of :func:`build_chunk`: the same runs' keys, hence the
-    memo's tuple)."""
+    memo's tuple); its runs are read off the block (:data:`SHAPE_RUNS`)."""
     if shape is None or copies is None:
         return _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
     key = ("shape", id(copies.block[0]), *shape, exclude_sharded, rerun)
     hit = seg_memo.get(key)
     if hit is None:
-        hit = seg_memo[key] = _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
+        runs = copies_runs(copies.block, copies.keys, *shape) if SHAPE_RUNS else None
+        hit = _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo, runs)
+        seg_memo[key] = hit
     return hit
+
+
+#: Whether :func:`_shape_sums` reads a shape's runs off the block
+#: (:func:`~perfmodel.parallel.partition.copies_runs`); ``False``: ``block_runs`` of the
+#: segment's layers (``tests/parallel/test_copies_runs.py`` compares both ways).
+SHAPE_RUNS = True
 
 
 def _recomputed_and_expert_context(
@@ -676,7 +686,7 @@ class _StackCopies:
     repeat with every block (PyTorch DDP's 25 MiB buckets: ~190 segments per chunk, four
     shapes), and ``block_runs`` per segment made a new plan's chunks 5-8 ms of its 11-25 ms."""
 
-    __slots__ = ("block", "end", "layers", "p", "start")
+    __slots__ = ("block", "end", "keys", "layers", "p", "start")
 
     #: The last layers :meth:`of` read and its answer (the layers kept, so their identity
     #: stays theirs): a lowering asks it of one workload's layers for every chunk.
@@ -687,6 +697,7 @@ class _StackCopies:
     ) -> None:
         self.layers, self.start, self.block, self.p = layers, start, block, len(block)
         self.end = start + copies * self.p
+        self.keys = tuple(map(id, map(LayerCost.cost_source, block)))  # block_runs' unit key
 
     @classmethod
     def of(cls, layers: Sequence[LayerCost]) -> _StackCopies | None:
@@ -729,6 +740,7 @@ def _segment_sums(
     exclude_sharded: bool,
     share: Callable[[LayerCost], float] | None,
     memo: dict[tuple[object, ...], _SegmentSums],
+    runs: list[BlockRun] | None = None,
 ) -> _SegmentSums:
     """A segment's per-layer sums, in layer order: forward, backward-input, backward-weight and
     selectively recomputed (``share`` given) seconds, parameters, activation bytes, FLOP,
@@ -753,8 +765,9 @@ def _segment_sums(
     Memoised in ``memo`` by the runs' source ids and copies (where ``costs`` prices by cost key,
     the segments of identical blocks on other stages sum the same values in the same order: the
     same floats), the flag, ``share`` and each unit's shares; ``memo`` must not outlive the
-    layers (their ids) nor span two ``costs``."""
-    runs = block_runs(layers, costs)
+    layers (their ids) nor span two ``costs``. ``runs``: ``block_runs(layers, costs)`` where
+    the caller has it (:func:`~perfmodel.parallel.partition.copies_runs`)."""
+    runs = block_runs(layers, costs) if runs is None else runs  # given: the same runs
     shares = (
         tuple(tuple(share(la) for la in unit) for unit, _, _ in runs) if share is not None else ()
     )

@@ -324,6 +324,43 @@ def block_runs(layers: Sequence[LayerCost], costs: Costs) -> list[BlockRun]:
     return [(u, k, n) for u, k, n in runs]  # type: ignore[misc]
 
 
+def copies_runs(
+    block: tuple[LayerCost, ...], keys: tuple[int, ...], offset: int, length: int
+) -> list[BlockRun]:
+    """:func:`block_runs` of ``length`` consecutive layers inside a stack's whole copies of
+    ``block`` from ``offset`` in a copy (a segment's shape), read off ``block`` (``keys``: its
+    layers' cost sources' ids) without reading a copy's layers: the rest of the first copy
+    from ``offset``, the whole copies, the start of the last copy, consecutive equal keys
+    merged.
+
+    Exact, for a cost model that ``prices_by_cost_key`` (:func:`block_runs` merges nothing
+    else): in a :class:`~perfmodel.workload.layers.StackedLayers` each copy is one unit (its
+    layers share one ``block``, another than the layers beside it), so ``block_runs``' units
+    are these copy pieces, in order; a copy's layer's cost source is its block layer's, so
+    each unit's key is the slice of ``keys`` at the same positions; it merges consecutive equal
+    keys as here. Its unit layers are the copies' (two or more whole copies: ``block``), here
+    ``block``'s: equal in every field but ``name`` and ``block`` (neither ``None``), which is
+    all :func:`~perfmodel.parallel.lowering._segment_sums` reads of them (``layer_time`` by
+    cost source, ``share`` by cost fields and whether ``block`` is ``None``). Issue 27: a new
+    plan's first segment of each shape read its copies' layers here (~50 k instructions a
+    shape, ~13 shapes a plan)."""
+    p = len(block)
+    head = min(p - offset, length) if offset else 0
+    whole, tail = divmod(length - head, p)
+    pieces = [(block[offset : offset + head], keys[offset : offset + head], 1)] if head else []
+    if whole:
+        pieces.append((block, keys, whole))
+    if tail:
+        pieces.append((block[:tail], keys[:tail], 1))
+    runs: list[BlockRun] = []
+    for unit, key, n in pieces:
+        if runs and runs[-1][1] == key:
+            runs[-1] = (runs[-1][0], key, runs[-1][2] + n)
+        else:
+            runs.append((unit, key, n))
+    return runs
+
+
 def layer_pieces(
     layers: Sequence[LayerCost], whole_copies: bool = True
 ) -> list[tuple[tuple[LayerCost, ...], int]]:
