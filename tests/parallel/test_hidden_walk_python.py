@@ -6,6 +6,7 @@ a comparison instead of the ``max`` builtin, and the walks' refusal
 from __future__ import annotations
 
 import random
+from itertools import accumulate
 from types import SimpleNamespace
 
 import pytest
@@ -18,12 +19,10 @@ from perfmodel.parallel.lowering import Chunk, Segment
 
 
 def _lead_with_max(on_stream: list[float], red: list[float]) -> tuple[float, float]:
-    """``_lead`` as it was written before (session 24): ``best = max(best, f + tails[j])``."""
-    suffix = 0.0
-    tails = [0.0] * len(red)
-    for j in range(len(red) - 1, -1, -1):
-        suffix += red[j]
-        tails[j] = suffix
+    """``_lead`` as it was written before (session 24): ``best = max(best, f + tails[j])``, the
+    suffix sums ``0.0 + R_n + ... + R_j`` in that order."""
+    tails = list(accumulate(reversed(red), initial=0.0))[:0:-1]
+    suffix = tails[0] if tails else 0.0
     f = best = 0.0
     for j, d in enumerate(on_stream):
         f += d
