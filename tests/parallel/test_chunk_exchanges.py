@@ -50,19 +50,12 @@ def test_each_chunk_answers_its_own(by_values: bool, monkeypatch: pytest.MonkeyP
 
 
 #: name -> scenario overrides: a dense pipeline (chunks read off others) and an EP one
+_MOE = dict(system="dgx-h100", model="moe", model_args={**SMALL_MOE, "layers": 4},
+            software="megatron-core", ep=4, pp=2, interleave=2, schedule="interleaved",
+            global_batch=16)  # fmt: skip
 CASES: dict[str, dict[str, Any]] = {
     "gpt-pp4": dict(software="megatron-core", dp=2, tp=2, pp=4, nodes=2, gpus=16),
-    "moe-ep4-interleaved": dict(
-        system="dgx-h100",
-        model="moe",
-        model_args={**SMALL_MOE, "layers": 4},
-        software="megatron-core",
-        ep=4,
-        pp=2,
-        interleave=2,
-        schedule="interleaved",
-        global_batch=16,
-    ),
+    "moe-ep4-interleaved": _MOE,
 }
 
 
