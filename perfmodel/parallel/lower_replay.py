@@ -123,9 +123,7 @@ class OperationReplay:
         low._replays = {}  # (chunk, forward) -> Recorded, or False: never
         low._single_tpl = {}  # the same keys -> single_template's PlainTemplate, or False
         # per chunk: no expert or context exchange, no MoE host synchronisation
-        low._replay_chunk = [
-            not any(seg.ep_cp or seg.host_sync_s for seg in ch.segments) for ch in low.chunks
-        ]
+        low._replay_chunk = [not low._exchanges(ch) for ch in low.chunks]
         return (
             self.REPLAY
             and low.op_tasks

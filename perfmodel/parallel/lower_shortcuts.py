@@ -42,6 +42,7 @@ import dataclasses
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import CPImpl
+from perfmodel.parallel.lower_hidden import _ep_cp_or_sync
 from perfmodel.parallel.lowering import (
     Chunk,
     Segment,
@@ -380,7 +381,18 @@ class LoweringShortcuts:
                     self.tp_overlap and tp_s <= (seg.fwd_s if fwd else seg.bwd_s + seg.recompute_s)
                 ):
                     return False
-        return not any(seg.ep_cp or seg.host_sync_s for seg in ch.segments)
+        return not self._exchanges(ch)
+
+    def _exchanges(self, ch: Chunk) -> bool:
+        """Whether a segment of ``ch`` has expert or context-parallel exchanges or a MoE host
+        synchronisation (``_ep_cp_or_sync``: :meth:`_chunk_coarsenable`'s, :meth:`_chunk_runs`'
+        and the replays' refusal), read once per :meth:`_values_key` (``_xchg``): those fields
+        of a chunk read off another are that chunk's (:meth:`_values_key`'s argument)."""
+        key = self._values_key(ch)
+        hit = self._xchg.get(key)
+        if hit is None:
+            hit = self._xchg[key] = _ep_cp_or_sync(ch.segments)
+        return hit
 
     def coarse_runs(self, s: int, phase: str, mb: int, ch: Chunk) -> CoarseRuns | None:
         """Where :meth:`coarsenable` refuses a chunk only because some segments' overlapped
@@ -416,7 +428,7 @@ class LoweringShortcuts:
         segs = ch.segments
         if not self.coarse or len(segs) < 3 or self.gather_every_mb or self.tp_stream == "compute":
             return None  # too few to split, or coarsenable's own refusals
-        if any(seg.ep_cp or seg.host_sync_s for seg in segs):
+        if self._exchanges(ch):
             return None
         fwd = phase == "F"
         out: list[Segment | CoarseRun] = []
@@ -476,6 +488,7 @@ class LoweringShortcuts:
         self._vkeys = [self._values_key(ch) for ch in self.chunks]
         self._op_times: dict[tuple[int, str], tuple[float, tuple[float]] | bool] = {}
         self._leads: dict[tuple[int, str], float] = {}
+        self._xchg: dict[int, bool] = {}  # _values_key -> _exchanges
         # (task id, operation, stage) of the last operation task op_task emitted
         self._op_chain: tuple[int, tuple[str, int, int], int] | None = None
 
