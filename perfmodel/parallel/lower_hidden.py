@@ -72,7 +72,8 @@ _EP_CP, _HOST_SYNC = attrgetter("ep_cp"), attrgetter("host_sync_s")
 def _ep_cp_or_sync(segs: tuple[Segment, ...]) -> bool:
     """Whether a segment of ``segs`` has expert or context-parallel exchanges or a host
     synchronisation: ``any(seg.ep_cp or seg.host_sync_s for seg in segs)``, each pass in C
-    (the walks' refusal; a GPT-3 175B pp2 chunk has ~150 segments)."""
+    (the refusal of the walks and of the lowering's shortcuts, read once per chunk values by
+    ``LoweringShortcuts._exchanges``)."""
     return any(map(_EP_CP, segs)) or any(map(_HOST_SYNC, segs))
 
 
@@ -104,18 +105,6 @@ class HiddenCollectives(GatherChains):
     #: its stage prices every data-parallel collective of that plan alike
     #: (:meth:`_gathers_like`; tests compare both ways).
     SAME_GATHERS = True
-
-    def _refused(self, ch: Chunk) -> bool:
-        """:func:`_ep_cp_or_sync` of ``ch``'s segments, found once per lowering (a Megatron-Core
-        chunk is walked twice: its first forward's gathers and its last backward's reductions;
-        a pass over a GPT-3 175B pp2 chunk's ~150 segments is ~0.12 M instructions). Kept in
-        ``_rows`` by ``id(ch)``: the chunks live as long as the lowering (``self.chunks``, as
-        the walks' own memos assume), and the answer reads only their frozen segments."""
-        key = ("refused", id(ch))
-        hit = self._rows.get(key)
-        if hit is None:
-            hit = self._rows[key] = (_ep_cp_or_sync(ch.segments),)
-        return hit[0]  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ hidden reductions
 
@@ -221,7 +210,7 @@ class HiddenCollectives(GatherChains):
         """:meth:`_hidden_op`'s walk over ``ch``'s segments; the reduced byte counts of the
         rows it meets are keys of ``sizes``, in that order."""
         segs = ch.segments
-        if len(segs) < 2 or self._refused(ch):
+        if len(segs) < 2 or self._exchanges(ch):
             return None
         if self.tp_overlap and self.tp_stream == "compute":
             return None  # an "overlapped" collective queued behind its compute: not modelled
@@ -426,7 +415,7 @@ class HiddenCollectives(GatherChains):
     ) -> GatherPlan | None:
         """:meth:`_gather_plan`'s walk over ``ch``'s segments on stage ``s``."""
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
-        if len(segs) < 3 or self._refused(ch):
+        if len(segs) < 3 or self._exchanges(ch):
             return None
         on_compute = self.tp_stream == "compute"
         if self.tp_overlap and on_compute:

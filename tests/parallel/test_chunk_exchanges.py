@@ -1,7 +1,7 @@
 """A chunk's expert / context exchange or host synchronisation refusal read once per
 ``_values_key`` (``LoweringShortcuts._exchanges``, issue 27): every chunk's answer is the one
 its own segments give, a chunk read off another reads that chunk's entry (``BY_VALUES``; off:
-each chunk its own), and the lowerings' refusals (coarse, runs, replays) take it."""
+each chunk its own), and the lowerings' refusals (coarse, runs, replays, hidden walks) take it."""
 
 from __future__ import annotations
 
