@@ -23,6 +23,7 @@ from perfmodel.parallel.taskgraph import (
     CommSpec,
     Task,
     TaskKind,
+    flat_rows,
 )
 
 #: An operation lowered as runs with hidden gathers (:meth:`.HiddenCollectives.gather_runs`):
@@ -103,6 +104,12 @@ class GatherChains:
     #: :meth:`.HiddenCollectives._fine_segments` (the same values, without the fine loop's labels,
     #: which a chain never reads; tests compare both ways).
     CHAIN_DIRECT = True
+
+    #: Whether a chain whose segments repeat a few row classes (:meth:`_chain_classes`) gives
+    #: :class:`ChainStatic` its ``flat`` rows as those classes' rows indexed, instead of one
+    #: row built per item: the same floats in the same places (a class's items are one object);
+    #: tests compare both ways.
+    SHARED_FLAT = True
 
     #: Whether :meth:`_chain_classes` keeps a gather plan's classes of segments per rows
     #: object, for every plan that shares those rows (tests compare with the classes found
@@ -254,6 +261,7 @@ class GatherChains:
         segs = ch.segments if phase == "F" else tuple(reversed(ch.segments))
         items: list[ChainSegment | ChainRun] = []
         uniq = items  # each item object once (the groups below)
+        flat = None  # ChainStatic works it out where not given
         c_max = 0.0
         marks = 0
         i = 0
@@ -269,6 +277,9 @@ class GatherChains:
                     c_max = item.compute_s
             items = [uniq[j] for j in classes[1]]
             marks = i = n
+            if self.SHARED_FLAT:  # the few items' rows, indexed (ChainStatic.flat_given)
+                uflat = flat_rows(uniq)
+                flat = None if uflat is None else tuple([uflat[j] for j in classes[1]])
         while i < n:
             i1 = starts.get(i)
             if i1 is None:  # a segment: its gather, operation task and reduction
@@ -310,7 +321,7 @@ class GatherChains:
                       if type(it) is ChainRun)  # fmt: skip
         members = frozenset().union(*groups.values())
         static = ChainStatic(tuple(items), g_stream, grad_stream, reducing, g_proto, r_proto,
-                             members, lead)  # fmt: skip
+                             members, lead, flat)  # fmt: skip
         # marks >= 2 (three segments at least; a run gives two marks, a segment one)
         red = CHAIN + marks * SENT if reducing else 0
         two, one = CHAIN + (marks - 2) * SENT, CHAIN + (marks - 1) * SENT

@@ -11,7 +11,7 @@ executor.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields
 from typing import ClassVar, NamedTuple
 
 from perfmodel._frozen import from_fields
@@ -302,15 +302,28 @@ class ChainStatic:
     flat: tuple[tuple[float, float, float, float], ...] | None = field(
         init=False, compare=False, repr=False
     )
+    #: :attr:`flat` where the caller has it already (``perfmodel.parallel.lower_chains``
+    #: ``_chain_items``: its items repeat a few objects, so their rows are :func:`flat_rows`
+    #: of those few, indexed); ``None``: worked out here from :attr:`items`.
+    flat_given: InitVar[tuple[tuple[float, float, float, float], ...] | None] = None
 
-    def __post_init__(self) -> None:
-        items = self.items
-        flat = None
-        if self.lead_proto is None and all(
-            type(it) is ChainSegment and len(it.then_s) == 1 for it in items
-        ):
-            flat = tuple((it.gather_s, it.compute_s, it.then_s[0], it.reduce_s) for it in items)
+    def __post_init__(
+        self, flat_given: tuple[tuple[float, float, float, float], ...] | None
+    ) -> None:
+        flat = flat_given
+        if flat is None and self.lead_proto is None:
+            flat = flat_rows(self.items)
         object.__setattr__(self, "flat", flat)
+
+
+def flat_rows(
+    items: tuple[ChainSegment | ChainRun, ...] | list[ChainSegment | ChainRun],
+) -> tuple[tuple[float, float, float, float], ...] | None:
+    """:attr:`ChainStatic.flat` of ``items`` (without runs): ``(G_i, C_i, T_i, R_i)`` per item
+    where every item is a :class:`ChainSegment` with ``then_s`` one piece, else ``None``."""
+    if all(type(it) is ChainSegment and len(it.then_s) == 1 for it in items):
+        return tuple((it.gather_s, it.compute_s, it.then_s[0], it.reduce_s) for it in items)
+    return None
 
 
 class ChainRow(NamedTuple):

@@ -16,6 +16,7 @@ from fresh_chunks import BASE, GPT, GPT3, predict_afresh
 
 from perfmodel.api import Scenario
 from perfmodel.parallel.lower_hidden import HiddenCollectives
+from perfmodel.parallel.taskgraph import flat_rows
 
 TWO_SERVERS = dict(nodes=2, gpus=16)
 
@@ -119,3 +120,27 @@ def test_classes_are_kept_per_rows_object(shared: bool) -> None:
     again = classes(low, rows1, (t2, u2, t2))
     assert again == first
     assert (again is first) == shared
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_flat_rows_of_the_classes_equal_the_rows_per_item(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SHARED_FLAT`` (session 25): a chain's ``flat`` rows, read off its classes' rows by
+    index, are the rows built item by item (``flat`` is not compared by ``==``: read here),
+    and the report is the same either way."""
+    got = {}
+    for shared in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(HiddenCollectives, "SHARED_FLAT", shared)
+            got[shared] = _run(name, m, True)
+    (on, answers_on, _), (off, answers_off, _) = got[True], got[False]
+    statics = [(a[0], b[0]) for a, b in zip(answers_on, answers_off, strict=True) if a]
+    assert any(s.flat for s, _ in statics), "no flat chain: the comparison would be vacuous"
+    for s_on, s_off in statics:
+        assert s_on.flat == s_off.flat == flat_rows(s_on.items)
+        if s_on.flat:
+            assert [list(map(repr, r)) for r in s_on.flat] == [
+                list(map(repr, r)) for r in s_off.flat
+            ]
+    assert on.to_dict() == off.to_dict()
