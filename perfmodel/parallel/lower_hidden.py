@@ -14,13 +14,12 @@
 
 Each gives the answer the plain lowering gives (``tests/parallel/test_hidden_collectives.py``
 compares them). The methods read the lowering's state (``self.plan``, ``self.P``,
-``self.chunks``...), set by ``PipelineLowering.__init__``; the other shortcuts are in
-:mod:`perfmodel.parallel.lower_shortcuts`.
+``self.chunks``...), set by ``PipelineLowering.__init__``, and a chunk's expert/context
+refusal through ``self._exchanges`` (:meth:`.LoweringShortcuts._exchanges`); the other
+shortcuts are in :mod:`perfmodel.parallel.lower_shortcuts`.
 """
 
 from __future__ import annotations
-
-from operator import attrgetter
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel import periodic
@@ -64,17 +63,6 @@ def _lead(on_stream: list[float], red: list[float]) -> tuple[float, float]:
             best = x
     # clamped to [0, sum D]: the difference rounds to an ulp of sum R beyond either bound
     return min(max(0.0, best - suffix), f), suffix
-
-
-_EP_CP, _HOST_SYNC = attrgetter("ep_cp"), attrgetter("host_sync_s")
-
-
-def _ep_cp_or_sync(segs: tuple[Segment, ...]) -> bool:
-    """Whether a segment of ``segs`` has expert or context-parallel exchanges or a host
-    synchronisation: ``any(seg.ep_cp or seg.host_sync_s for seg in segs)``, each pass in C
-    (the refusal of the walks and of the lowering's shortcuts, read once per chunk values by
-    ``LoweringShortcuts._exchanges``)."""
-    return any(map(_EP_CP, segs)) or any(map(_HOST_SYNC, segs))
 
 
 #: A segment of a :data:`GatherPlan` outside its runs, as :meth:`HiddenCollectives.

@@ -39,10 +39,10 @@ us an operation takes (thousands per interleaved or pp 16 plan).
 from __future__ import annotations
 
 import dataclasses
+from operator import attrgetter
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.expert import CPImpl
-from perfmodel.parallel.lower_hidden import _ep_cp_or_sync
 from perfmodel.parallel.lowering import (
     Chunk,
     Segment,
@@ -136,6 +136,17 @@ PlainTemplate = tuple[
 #: ``gather_hist`` (offsets from its first task's id, ``HEAD``-encoded):
 #: :meth:`lower_replay.OperationReplay.line_rest` emits them.
 Line = tuple[tuple[tuple[float, tuple[float, ...]], ...], tuple[int, ...]]
+
+
+_EP_CP, _HOST_SYNC = attrgetter("ep_cp"), attrgetter("host_sync_s")
+
+
+def _ep_cp_or_sync(segs: tuple[Segment, ...]) -> bool:
+    """Whether a segment of ``segs`` has expert or context-parallel exchanges or a host
+    synchronisation: ``any(seg.ep_cp or seg.host_sync_s for seg in segs)``, each pass in C
+    (the refusal of the lowering's shortcuts and of its hidden walks, read once per chunk
+    values by :meth:`LoweringShortcuts._exchanges`)."""
+    return any(map(_EP_CP, segs)) or any(map(_HOST_SYNC, segs))
 
 
 class LoweringShortcuts:

@@ -469,7 +469,9 @@ def _shape_sums(
     :meth:`_StackCopies.shape`) is kept in ``seg_memo`` under its shape too, so the segments of
     that shape in the lowering's other chunks skip :func:`~perfmodel.parallel.partition.
     block_runs` (exact as the shape memo of :func:`build_chunk`: the same runs' keys, hence the
-    memo's tuple); its runs are read off the block (:data:`SHAPE_RUNS`)."""
+    memo's tuple); its runs are read off the block (:data:`SHAPE_RUNS`: a shape is given only
+    where the costs ``prices_by_cost_key``, :func:`_shape_memo`'s condition, which
+    :func:`~perfmodel.parallel.partition.copies_runs` needs)."""
     if shape is None or copies is None:
         return _segment_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo)
     key = ("shape", id(copies.block[0]), *shape, exclude_sharded, rerun)

@@ -339,9 +339,12 @@ def copies_runs(
     are these copy pieces, in order; a copy's layer's cost source is its block layer's, so
     each unit's key is the slice of ``keys`` at the same positions; it merges consecutive equal
     keys as here. Its unit layers are the copies' (two or more whole copies: ``block``), here
-    ``block``'s: equal in every field but ``name`` and ``block`` (neither ``None``), which is
-    all :func:`~perfmodel.parallel.lowering._segment_sums` reads of them (``layer_time`` by
-    cost source, ``share`` by cost fields and whether ``block`` is ``None``). Issue 27: a new
+    ``block``'s: equal in every field but ``name`` and ``block`` (neither ``None``), and a
+    copy's name is its block layer's with the shared ``layerK.`` prefix replaced
+    (:meth:`~perfmodel.workload.layers.StackedLayers.of` checks it); that is all
+    :func:`~perfmodel.parallel.lowering._segment_sums` reads of them (``layer_time`` by cost
+    source, ``share`` by cost fields, whether ``block`` is ``None`` and, for selective
+    recomputation, whether the name ends in the dot-free ``attn_dropout``). Issue 27: a new
     plan's first segment of each shape read its copies' layers here (~50 k instructions a
     shape, ~13 shapes a plan)."""
     p = len(block)

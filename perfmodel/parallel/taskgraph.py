@@ -277,7 +277,8 @@ class ChainRun(NamedTuple):
 class ChainStatic:
     """What a :class:`ChainTask` stands for, the same for every micro-batch (built once per
     lowering: ``perfmodel.parallel.lower_hidden`` ``_chain_static``), with :attr:`flat`, the
-    list schedule's arrays of it (made once here, read by every chain of this static part)."""
+    list schedule's arrays of it (made once per static part, here or by its caller, and read
+    by every chain of it)."""
 
     #: Per item in operation order, a :class:`ChainSegment` or a :class:`ChainRun`.
     items: tuple[ChainSegment | ChainRun, ...]
@@ -296,7 +297,7 @@ class ChainStatic:
     #: A :class:`Task` standing for the runs' leads (``None``: no runs).
     lead_proto: Task | None
     #: Without runs and with every segment's ``then_s`` one piece, ``(G_i, C_i, T_i, R_i)``
-    #: per segment (``then_s == (T_i,)``: the segment ends at ``h_i + T_i``, the one addition
+    #: per segment in seconds (``then_s == (T_i,)``: the segment ends at ``h_i + T_i``, the one addition
     #: of ``then_s``'s loop), which ``perfmodel.sim.engine`` ``_chain`` runs its recurrence
     #: over without a loop over ``then_s`` per segment; else ``None`` (the general loop).
     flat: tuple[tuple[float, float, float, float], ...] | None = field(
@@ -311,7 +312,10 @@ class ChainStatic:
         self, flat_given: tuple[tuple[float, float, float, float], ...] | None
     ) -> None:
         flat = flat_given
-        if flat is None and self.lead_proto is None:
+        if self.lead_proto is not None:
+            if flat is not None:
+                raise ValueError("ChainStatic: flat rows given for a chain with runs")
+        elif flat is None:
             flat = flat_rows(self.items)
         object.__setattr__(self, "flat", flat)
 
@@ -319,8 +323,8 @@ class ChainStatic:
 def flat_rows(
     items: tuple[ChainSegment | ChainRun, ...] | list[ChainSegment | ChainRun],
 ) -> tuple[tuple[float, float, float, float], ...] | None:
-    """:attr:`ChainStatic.flat` of ``items`` (without runs): ``(G_i, C_i, T_i, R_i)`` per item
-    where every item is a :class:`ChainSegment` with ``then_s`` one piece, else ``None``."""
+    """:attr:`ChainStatic.flat` of ``items`` (without runs): ``(G_i, C_i, T_i, R_i)`` seconds
+    per item where every item is a :class:`ChainSegment` with ``then_s`` one piece, else ``None``."""
     if all(type(it) is ChainSegment and len(it.then_s) == 1 for it in items):
         return tuple((it.gather_s, it.compute_s, it.then_s[0], it.reduce_s) for it in items)
     return None

@@ -460,7 +460,11 @@ class StackedLayers(Sequence[LayerCost]):
         The template is one block (its layers share one ``block`` index, not ``None``) and a
         copy's block differs from the layer before the copies and the layer after them, so each
         copy is one unit of consecutive layers with the same block, in the sequence and in any
-        slice of it (what :meth:`pieces` readers count on); ``ValueError`` otherwise."""
+        slice of it (what :meth:`pieces` readers count on); and the template's names share
+        their first ``strip`` characters, ending in ``"."`` (a copy's name replaces that
+        prefix, so a test of a dot-free name suffix, such as selective recomputation's
+        ``attn_dropout``, answers for a copy as for its template layer); ``ValueError``
+        otherwise."""
         blocks = {la.block for la in template}
         copy_blocks = range(block0, block0 + copies)
         if (
@@ -472,6 +476,12 @@ class StackedLayers(Sequence[LayerCost]):
             raise ValueError(
                 "StackedLayers: the template must be one block and its copies' blocks differ "
                 "from the layers beside them"
+            )
+        prefix = template[0].name[:strip]
+        if not prefix.endswith(".") or any(la.name[:strip] != prefix for la in template):
+            raise ValueError(
+                f"StackedLayers: strip={strip} must cut one name prefix ending in '.' shared by "
+                f"every template layer (template[0].name={template[0].name!r})"
             )
         return cls(
             _Stack(

@@ -16,7 +16,7 @@ from fresh_chunks import BASE, GPT, GPT3, predict_afresh
 
 from perfmodel.api import Scenario
 from perfmodel.parallel.lower_hidden import HiddenCollectives
-from perfmodel.parallel.taskgraph import flat_rows
+from perfmodel.parallel.taskgraph import ChainSegment, ChainStatic, Task, TaskKind, flat_rows
 
 TWO_SERVERS = dict(nodes=2, gpus=16)
 
@@ -144,3 +144,15 @@ def test_flat_rows_of_the_classes_equal_the_rows_per_item(
                 list(map(repr, r)) for r in s_off.flat
             ]
     assert on.to_dict() == off.to_dict()
+
+
+def test_flat_rows_are_refused_for_a_chain_with_runs() -> None:
+    """``flat`` stands for a chain without runs: given rows with a runs' lead task are an
+    error, not a chain the list schedule would run without its runs."""
+    task = Task(-1, TaskKind.COMPUTE, "n0/gpu0", "grad-lead", 0.0)
+    seg = ChainSegment(1.0, 2.0, (3.0,), 0.5, ("n0/gpu0",), ())
+    args = ((seg,), "gather", "reduce", True, task, task, frozenset({"n0/gpu0"}))
+    assert ChainStatic(*args, None).flat == ((1.0, 2.0, 3.0, 0.5),)
+    assert ChainStatic(*args, task).flat is None
+    with pytest.raises(ValueError, match="runs"):
+        ChainStatic(*args, task, ((1.0, 2.0, 3.0, 0.5),))

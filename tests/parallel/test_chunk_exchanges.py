@@ -13,8 +13,7 @@ from fresh_chunks import BASE, lowerings
 
 import perfmodel.parallel.lower_shortcuts as shortcuts
 from perfmodel.api import Scenario
-from perfmodel.parallel.lower_hidden import _ep_cp_or_sync
-from perfmodel.parallel.lower_shortcuts import LoweringShortcuts
+from perfmodel.parallel.lower_shortcuts import LoweringShortcuts, _ep_cp_or_sync
 from perfmodel.parallel.lowering import Segment
 from tests.parallel.moe_shapes import SMALL_MOE
 

@@ -63,7 +63,7 @@ def test_copies_runs_equal_block_runs_of_every_shape(name: str) -> None:
     copies = lowering._StackCopies.of(layers)
     assert copies is not None
     costs, p, merged = _ByKey(), copies.p, 0
-    share = SelectiveRecompute.OP.share
+    shares = (SelectiveRecompute.OP.share, SelectiveRecompute.ATTENTION_CORE.share)
     for offset in range(p):
         for length in range(1, 3 * p + 2):
             a = copies.start + offset
@@ -76,9 +76,10 @@ def test_copies_runs_equal_block_runs_of_every_shape(name: str) -> None:
             head = min(p - offset, length) if offset else 0
             whole, tail = divmod(length - head, p)
             merged += len(got) < (head > 0) + (whole > 0) + (tail > 0)
-            memo: dict[Any, Any] = {}
-            sums = lowering._segment_sums(seg, costs, False, share, memo, got)  # type: ignore[arg-type]
-            assert sums == lowering._segment_sums(seg, costs, False, share, {})  # type: ignore[arg-type]
+            for share in shares:  # ATTENTION_CORE reads the name's attn_dropout suffix
+                memo: dict[Any, Any] = {}
+                sums = lowering._segment_sums(seg, costs, False, share, memo, got)  # type: ignore[arg-type]
+                assert sums == lowering._segment_sums(seg, costs, False, share, {})  # type: ignore[arg-type]
     assert (merged > 0) == (name == "twin")  # the merge branch is reached
 
 

@@ -82,3 +82,22 @@ def test_template_must_be_one_block() -> None:
         StackedLayers.of((a, b), (a, b), 2, (), first=2, strip=7, block0=3)
     with pytest.raises(ValueError, match="one block"):  # the tail would continue copy 2's block
         StackedLayers.of((a,), (a,), 2, (_layer("x", 3),), first=2, strip=7, block0=2)
+
+
+@pytest.mark.parametrize(
+    ("names", "strip"),
+    [
+        (("fc", "layer1.attn_dropout"), 9),  # the prefix cut inside a name (and a name too short)
+        (("layer1.a", "layer2.b"), 7),  # two prefixes: a copy would rename one wrongly
+        (("layer1.a", "layer1.b"), 6),  # the prefix does not end in "."
+    ],
+)
+def test_template_names_share_the_stripped_prefix(names: tuple[str, ...], strip: int) -> None:
+    """A copy's name replaces the template's first ``strip`` characters, so they must be one
+    dotted prefix of every template name (session 25: ``copies_runs`` reads the template's
+    names for a copy's, as selective recomputation's ``attn_dropout`` test does)."""
+    template = tuple(_layer(n, 1) for n in names)
+    with pytest.raises(ValueError, match="name prefix"):
+        StackedLayers.of((), template, 2, (), first=2, strip=strip, block0=1)
+    ok = tuple(_layer(f"layer1.{n[-1]}", 1) for n in names)
+    assert len(StackedLayers.of((), ok, 2, (), first=2, strip=7, block0=1)) == 2 * len(ok)
