@@ -396,11 +396,11 @@ class LoweringShortcuts:
 
     def _exchanges(self, ch: Chunk) -> bool:
         """Whether a segment of ``ch`` has expert or context-parallel exchanges or a MoE host
-        synchronisation (``_ep_cp_or_sync``: :meth:`_chunk_coarsenable`'s, :meth:`_chunk_runs`',
-        the replays' and the hidden walks' refusal), read once per :meth:`_values_key` (``_xchg``;
-        a Megatron-Core chunk is met by all four, a pass over a GPT-3 175B pp2 chunk's ~150
-        segments is ~0.12 M instructions): those fields
-        of a chunk read off another are that chunk's (:meth:`_values_key`'s argument)."""
+        synchronisation (``_ep_cp_or_sync``): the refusal of :meth:`_chunk_coarsenable`,
+        :meth:`_chunk_runs`, the replays and the hidden walks, read once per
+        :meth:`_values_key` (``_xchg``). Exact: those fields of a chunk read off another are
+        that chunk's (:meth:`_values_key`'s argument). A Megatron-Core chunk meets all four;
+        a pass over a GPT-3 175B pp2 chunk's ~150 segments is ~0.12 M instructions."""
         key = self._values_key(ch)
         hit = self._xchg.get(key)
         if hit is None:
@@ -638,14 +638,14 @@ class LoweringShortcuts:
     BY_VALUES = True
 
     def _values_key(self, ch: Chunk) -> int:
-        """The identity the per-chunk memos of :meth:`coarsenable`, :meth:`plain_op` and the
-        lowering's later-stage issue leads (``PipelineLowering.issue_lead``, exact by its own
+        """The identity the per-chunk memos of :meth:`coarsenable`, :meth:`plain_op`,
+        :meth:`_exchanges` and the lowering's later-stage issue leads (``PipelineLowering.issue_lead``, exact by its own
         argument: the same block layers at the same offset and length) key ``ch`` by: the
         chunk it was read off (``values_of``), else ``ch`` itself.
 
         Exact: ``values_of``'s segments are ``ch``'s field for field but for their layer ids
-        (:func:`~perfmodel.parallel.lowering._shifted_chunk`), and :meth:`_chunk_coarsenable`
-        and :meth:`_plain_op_times` read only their other fields (durations, TP seconds,
+        (:func:`~perfmodel.parallel.lowering._shifted_chunk`), and :meth:`_chunk_coarsenable`,
+        :meth:`_plain_op_times` and :meth:`_exchanges` read only their other fields (durations, TP seconds,
         expert/context entries, host stalls), their count and this lowering's settings: the
         same comparisons and the same sums in the same order, so the same answers. The
         object keyed is alive while the chunk is (it holds it), so its ``id`` is not reused

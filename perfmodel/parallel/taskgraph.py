@@ -297,8 +297,8 @@ class ChainStatic:
     #: A :class:`Task` standing for the runs' leads (``None``: no runs).
     lead_proto: Task | None
     #: Without runs and with every segment's ``then_s`` one piece, ``(G_i, C_i, T_i, R_i)``
-    #: per segment in seconds (``then_s == (T_i,)``: the segment ends at ``h_i + T_i``, the one addition
-    #: of ``then_s``'s loop), which ``perfmodel.sim.engine`` ``_chain`` runs its recurrence
+    #: per segment in seconds (``then_s == (T_i,)``: the segment ends at ``h_i + T_i``, the
+    #: one addition of ``then_s``'s loop), which ``perfmodel.sim.engine`` ``_chain`` runs its recurrence
     #: over without a loop over ``then_s`` per segment; else ``None`` (the general loop).
     flat: tuple[tuple[float, float, float, float], ...] | None = field(
         init=False, compare=False, repr=False

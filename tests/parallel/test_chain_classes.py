@@ -15,6 +15,7 @@ import pytest
 from fresh_chunks import BASE, GPT, GPT3, predict_afresh
 
 from perfmodel.api import Scenario
+from perfmodel.parallel import lower_chains
 from perfmodel.parallel.lower_hidden import HiddenCollectives
 from perfmodel.parallel.taskgraph import ChainSegment, ChainStatic, Task, TaskKind, flat_rows
 
@@ -129,11 +130,20 @@ def test_flat_rows_of_the_classes_equal_the_rows_per_item(
     """``SHARED_FLAT`` (session 25): a chain's ``flat`` rows, read off its classes' rows by
     index, are the rows built item by item (``flat`` is not compared by ``==``: read here),
     and the report is the same either way."""
-    got = {}
+    got, used = {}, {}
     for shared in (True, False):
+        calls: list[int] = []
+
+        def counted(items: Any, calls: list[int] = calls) -> Any:
+            calls.append(len(items))
+            return flat_rows(items)
+
         with monkeypatch.context() as m:
             m.setattr(HiddenCollectives, "SHARED_FLAT", shared)
+            m.setattr(lower_chains, "flat_rows", counted)  # the classes' rows, indexed
             got[shared] = _run(name, m, True)
+        used[shared] = len(calls)
+    assert used[True] > 0 == used[False]  # the switch takes the shortcut, and only on
     (on, answers_on, _), (off, answers_off, _) = got[True], got[False]
     statics = [(a[0], b[0]) for a, b in zip(answers_on, answers_off, strict=True) if a]
     assert any(s.flat for s, _ in statics), "no flat chain: the comparison would be vacuous"

@@ -2,7 +2,7 @@
 frozen ``__init__``'s seven ``__setattr__`` calls must leave the spec ``__init__`` leaves: the
 same dictionary (keys in the same order, the same value objects), equal, hashed, printed and
 pickled alike; and a lowering with the switch ``taskgraph.FAST_SPECS`` on and off has the same
-tasks with the same specs. Also the walks' and shortcuts' refusal test ``lower_shortcuts._ep_cp_or_sync``."""
+tasks with the same specs."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from report_compare import gpt_scenario
 
 from perfmodel.api import resolve
 from perfmodel.ops import CollectiveOp
-from perfmodel.parallel import lower_shortcuts, taskgraph
-from perfmodel.parallel.lowering import Segment
+from perfmodel.parallel import taskgraph
 from perfmodel.parallel.taskgraph import CommKind, CommSpec
 from perfmodel.pipeline.lower import build_step
 
@@ -99,20 +98,6 @@ def test_a_lowering_has_the_same_specs_both_ways(
     assert fast == direct
     assert sum(1 for t in direct if t[-1] is not None) > 0
     assert fast_inits < direct_inits  # the data-parallel specs took the fast path
-
-
-def _seg(ep: bool, sync: float) -> Segment:
-    comm = (object(),) if ep else ()
-    return Segment((0,), 1.0, 1.0, 0.0, 0.0, 0.0, 1, 1.0, 1.0, ep_cp=comm, host_sync_s=sync)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("flags", [(), ((False, 0.0),), ((False, 0.0), (True, 0.0)),
-                                   ((False, 0.0), (False, 1e-6)), ((True, 2.0), (False, 0.0)),
-                                   ((False, 0.0), (False, -0.0), (False, float("nan")))])  # fmt: skip
-def test_ep_cp_or_sync_is_the_any(flags: tuple[tuple[bool, float], ...]) -> None:
-    segs = tuple(_seg(ep, sync) for ep, sync in flags)
-    want = any(seg.ep_cp or seg.host_sync_s for seg in segs)
-    assert lower_shortcuts._ep_cp_or_sync(segs) is want
 
 
 def test_stage_expert_params_sums_every_chunk_of_the_stage(
