@@ -74,13 +74,8 @@ class Precision(str, ParsedEnum, where="--precision", noun="precision"):
 
     @property
     def matmul_dtype(self) -> DType:
-        return {
-            "fp32": DType.FP32,
-            "tf32": DType.TF32,
-            "fp16": DType.FP16,
-            "bf16": DType.BF16,
-            "fp8": DType.FP8,
-        }[self.value]
+        """The dtype of this recipe's matmuls (:data:`MATMUL_DTYPE`)."""
+        return MATMUL_DTYPE[self]
 
     @property
     def activation_bytes(self) -> int:
@@ -103,3 +98,15 @@ class Precision(str, ParsedEnum, where="--precision", noun="precision"):
     def mixed(self) -> bool:
         """True when FP32 master weights are kept beside 16/8-bit working copies."""
         return self not in (Precision.FP32, Precision.TF32)
+
+
+#: :attr:`Precision.matmul_dtype` of each precision, one table (a hot reader such as
+#: ``compute.layer_time.layer_matmul_dtype`` indexes it without the property; a ``str`` enum's
+#: value string finds its member's entry too)
+MATMUL_DTYPE: dict[Precision, DType] = {
+    Precision.FP32: DType.FP32,
+    Precision.TF32: DType.TF32,
+    Precision.FP16: DType.FP16,
+    Precision.BF16: DType.BF16,
+    Precision.FP8: DType.FP8,
+}

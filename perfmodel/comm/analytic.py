@@ -410,12 +410,9 @@ class AnalyticCommModel:
         """The :class:`CommResult` of ``op`` over ``info`` for ``chosen``: (time (s),
         algorithm, protocol or ``None``, latency (s), bandwidth (B/s)).
 
-        Made with its ``__dict__`` at once where :attr:`FAST_RESULT` is on: the frozen
-        dataclass's ``__init__`` sets every field with ``object.__setattr__`` in declaration
-        order (~38 k instructions a result, ~40% of a new message size's pricing; issue 27)
-        and has no ``__post_init__``; the dictionary below names every field in that order
-        with the same value objects, so equality, hashing, ``repr`` and every reader see the
-        same result (``tests/comm/test_result_built.py`` compares both ways)."""
+        Made by :func:`perfmodel._frozen.from_fields` where :attr:`FAST_RESULT` is on (the
+        frozen ``__init__`` was ~38 k instructions a result, ~40% of a new message size's
+        pricing; issue 27; ``tests/comm/test_result_built.py`` compares both ways)."""
         t, algo, proto, lat, bw = chosen
         algbw = m / t if t > 0 else math.inf
         n = info.n

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from perfmodel._frozen import from_fields
-from perfmodel.dtypes import DType, Precision
+from perfmodel.dtypes import MATMUL_DTYPE, DType, Precision
 from perfmodel.workload.kernels import fp8_linear
 from perfmodel.workload.layers import KernelClass, LayerCost, layer_runs
 
@@ -126,12 +126,7 @@ def layer_matmul_dtype(layer: LayerCost, precision: Precision) -> DType:
     """
     if precision == Precision.FP8 and not fp8_linear(layer):  # ``==``: also the string "fp8"
         return DType.BF16
-    return _MATMUL_DTYPES[precision]
-
-
-#: :attr:`Precision.matmul_dtype` of each precision, read once (the property builds its table
-#: on every call; :func:`layer_matmul_dtype` runs once for every new layer shape, issue 27)
-_MATMUL_DTYPES = {p: p.matmul_dtype for p in Precision}
+    return MATMUL_DTYPE[precision]
 
 
 def fp8_ceiling(params: ComputeParams, *, split_accumulation: bool) -> float:

@@ -141,10 +141,11 @@ class PeriodicSchedules:
     #: (``False``: each sums the chunks itself; tests compare both ways).
     SHARE_SUMS = True
 
-    def shared_sums(self) -> tuple[dict[int, Any], dict[int, float]] | None:
-        """The memos of ``chunk_sums`` and ``chunk_rs_sum`` (``_sums``, ``_rs_sums``) for
-        the lowerings of the same step that ``PipelineLowering.lower`` makes later (short
-        schedules, the whole step, coarse or fine), or ``None`` (:attr:`SHARE_SUMS` off).
+    def shared_sums(self) -> dict[int, Any] | None:
+        """The memo of ``chunk_sums`` (``_sums``) for the lowerings of the same step that
+        ``PipelineLowering.lower`` makes later (short schedules, the whole step, coarse or
+        fine), or ``None`` (:attr:`SHARE_SUMS` off). ``chunk_rs_sum``'s memo is not shared:
+        no case of ``tests/parallel/test_shared_sums.py`` summed a chunk there again.
 
         Exact: those lowerings take this lowering's chunk list itself (``chunks=``), and
         each entry is a sum over ``chunks[k].segments``' fields alone, in segment order,
@@ -152,7 +153,7 @@ class PeriodicSchedules:
         step's short schedule summed its chunks again after :meth:`periodic_count` had
         (~0.7 M instructions on GPT-3 175B dp32 tp8 pp4, micro-batch size 1)."""
         low: Any = self
-        return (low._sums, low._rs_sums) if self.SHARE_SUMS else None
+        return low._sums if self.SHARE_SUMS else None
 
     @property
     def _tail(self) -> int:

@@ -854,8 +854,8 @@ class PipelineLowering(
         def relower(
             microbatches: int, coarse: bool, hidden: bool = False, fine: bool = False
         ) -> tuple[TaskGraph, bool]:
-            """This step's graph with ``microbatches`` micro-batches (same chunks, notes and
-            kernel issue), and whether a coarse lowering merged anything (``hidden``: also
+            """This step's graph with ``microbatches`` micro-batches (same chunks, notes, kernel
+            issue and chunk sums), and whether a coarse lowering merged anything (``hidden``: also
             the analytic graph's summarised reductions; ``fine``: a short schedule's gathers
             without chains, :meth:`PeriodicGraph.fine_short`)."""
             low = PipelineLowering(
@@ -869,7 +869,7 @@ class PipelineLowering(
             )
             low._issue = issue
             if sums is not None:
-                low._sums, low._rs_sums = sums
+                low._sums = sums
             low.fine_gathers = fine
             return low.graph(), low.coarsened > 0 or low.hidden_merged > 0 or low.op_merged > 0
 

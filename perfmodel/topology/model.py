@@ -321,11 +321,7 @@ class Topology:
         p = self.pattern
         if p is not None and p.describes(self):  # every server is a copy of server 0
             return len(self.gpus) // p.servers
-        counts: dict[int, int] = {}
-        for n in self.gpus:
-            s = self.graph.nodes[n]["server"]
-            counts[s] = counts.get(s, 0) + 1
-        return max(counts.values())
+        return max(self.servers_used(len(self.gpus)).values())  # its node-by-node count
 
     def servers_used(self, num_gpus: int) -> dict[int, int]:
         """GPUs of each server among the first ``num_gpus`` of :attr:`gpus` (rank order: they

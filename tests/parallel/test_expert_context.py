@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from fresh_chunks import lowerings
 
 from perfmodel.api import Scenario, predict, resolve
 from perfmodel.errors import InfeasiblePlanError
@@ -367,3 +368,25 @@ def test_expert_group_fills_a_server_first_under_pipelining() -> None:
     topo = topology_of(sc)
     groups = {t.comm.group for t in step.graph.tasks if t.comm and t.comm.kind is CommKind.EP}
     assert groups and all(len({topo.server_of(g) for g in grp}) == 1 for grp in groups)
+
+
+def test_stage_expert_params_sums_every_chunk_of_the_stage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``stage_expert_params`` (its sums in C) is the routed experts' parameters of every chunk
+    a stage holds: an expert-parallel interleaved plan (v 2), both chunks of each stage
+    counted (rev24-a: reading chunk 0 alone moved such a plan's step and only the validation
+    record noticed)."""
+    sc = Scenario(system="dgx-h100", model="moe", model_args={**SMALL_MOE, "layers": 4},
+                  precision="bf16", optimizer="adam", fidelity="analytic",
+                  software="megatron-core", ep=4, pp=2, interleave=2, schedule="interleaved",
+                  global_batch=16, microbatch=1)  # fmt: skip
+    low = lowerings(sc, monkeypatch)[0]
+    assert low.V == 2
+    for s in range(low.P):
+        per_chunk = [
+            sum(seg.expert_params for seg in low.chunks[c * low.P + s].segments)
+            for c in range(low.V)
+        ]
+        assert all(n > 0 for n in per_chunk)
+        assert low.stage_expert_params(s) == sum(per_chunk)

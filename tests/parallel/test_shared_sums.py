@@ -54,30 +54,39 @@ def test_shifted_chunks_issue_times_equal_their_own(name: str) -> None:
     assert n_on < len(runs) - n_on  # the shifted chunks' runs were not read
 
 
-def _report(sc: Scenario, on: bool) -> tuple[Any, int]:
-    """``sc``'s report with both switches ``on``, afresh, and the chunk sums computed."""
+def _report(sc: Scenario, on: bool) -> tuple[Any, int, int]:
+    """``sc``'s report with both switches ``on``, afresh, and the chunk sums and reduce-scattered
+    sums computed."""
     sums: list[int] = []
-    chunk_sums = HiddenCollectives.chunk_sums
+    rs_sums: list[int] = []
+    chunk_sums, chunk_rs_sum = HiddenCollectives.chunk_sums, HiddenCollectives.chunk_rs_sum
 
     def counted(self: Any, k: int) -> Any:
         if k not in self._sums:
             sums.append(k)
         return chunk_sums(self, k)
 
+    def counted_rs(self: Any, k: int) -> Any:
+        if k not in self._rs_sums:
+            rs_sums.append(k)
+        return chunk_rs_sum(self, k)
+
     with pytest.MonkeyPatch.context() as m:
         m.setattr(host_lead, "SHIFTED_ISSUE", on)
         m.setattr(PipelineLowering, "SHARE_SUMS", on)
         m.setattr(HiddenCollectives, "chunk_sums", counted)
+        m.setattr(HiddenCollectives, "chunk_rs_sum", counted_rs)
         afresh(m)
         report = predict(sc, baseline=False)
-    return report, len(sums)
+    return report, len(sums), len(rs_sums)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_reports_equal_with_and_without_the_reuses(name: str) -> None:
     sc = Scenario.from_dict({**BASE, **CASES[name]})
-    on, n_on = _report(sc, True)
-    off, n_off = _report(sc, False)
+    on, n_on, rs_on = _report(sc, True)
+    off, n_off, rs_off = _report(sc, False)
+    assert rs_on == rs_off  # chunk_rs_sum's memo is each lowering's own
     assert on.to_dict() == off.to_dict()
     assert on.timeline.graph.tasks == off.timeline.graph.tasks
     shorts_on = getattr(on.timeline.graph, "_shorts", {})
