@@ -25,7 +25,7 @@ from typing import Any
 
 from perfmodel.ops import CollectiveOp
 from perfmodel.parallel.costs import Costs
-from perfmodel.parallel.lowering import Segment, ring_share
+from perfmodel.parallel.lowering import Chunk, Segment, ring_share
 from perfmodel.parallel.param_sync import owners_by_rule, tensor_owner_bytes
 from perfmodel.parallel.placement import Placement
 from perfmodel.parallel.recipe import ParamSync, Recipe
@@ -160,20 +160,21 @@ class DataParallelEmitters:
         others = tuple(full[i::g] for i in range(1, g)) + tuple(x[::g] for x in sibs)
         return full[::g], others
 
-    def gather(self, s: int, seg: Segment, label: str, after: list[int] | None = None) -> int:
-        """Parameter all-gather of ``seg`` on the recipe's gather stream, prefetched one
-        segment ahead (it may start once the compute two segments back has finished), or, given
-        ``after``, launched once those tasks are done (:meth:`gather_deps`); owner broadcasts
-        where the recipe syncs parameters so (:meth:`param_sync_s`)."""
+    def gather(self, s: int, ch: Chunk, i: int, label: str, after: list[int] | None = None) -> int:
+        """Parameter all-gather of segment ``i`` of chunk ``ch`` on the recipe's gather
+        stream, prefetched one segment ahead (it may start once the compute two segments back
+        has finished), or, given ``after``, launched once those tasks are done
+        (:meth:`gather_deps`); owner broadcasts where the recipe syncs parameters so
+        (:meth:`param_sync_s`)."""
         hist = self.gather_hist[s]
         if after is not None:
             dep = after
         else:
             dep = [hist[-2]] if len(hist) >= 2 else []
-        nbytes = seg.params * self.rc.gather_bytes
+        nbytes = ch.segments[i].params * self.rc.gather_bytes
         op, dur = CollectiveOp.ALLGATHER, None
         if self.rc.param_sync is ParamSync.OWNER_BROADCAST and not self.by_unit:  # ZeRO-1/2's
-            op, dur = CollectiveOp.BROADCAST, self.param_sync_s(s, seg.layers)
+            op, dur = CollectiveOp.BROADCAST, self.param_sync_s(s, ch.segment_ids(i))
         return self.dp_collective(
             s,
             op,
@@ -192,8 +193,7 @@ class DataParallelEmitters:
         ``param_owners`` rule), the TP siblings' broadcasts sharing the links."""
         owners = self._owners.get(s)
         if owners is None:
-            ids = sorted({i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
-                          for i in seg.layers})  # fmt: skip
+            ids = sorted({i for c in range(self.V) for i in self.chunks[c * self.P + s].layer_ids})
             tensors = layer_tensors(self.wl.layers, ids)
             ranks = owners_by_rule(
                 self.preset.param_owners, [p for _, p in tensors], len(self.dp_groups[s])
@@ -358,8 +358,7 @@ class DataParallelEmitters:
         if self.dp_on and 1 <= rc.sharding.stage <= 2 and not self.gather_early:
             op, dur = CollectiveOp.ALLGATHER, None
             if rc.param_sync is ParamSync.OWNER_BROADCAST:
-                ids = [i for c in range(self.V) for seg in self.chunks[c * self.P + s].segments
-                       for i in seg.layers]  # fmt: skip
+                ids = [i for c in range(self.V) for i in self.chunks[c * self.P + s].layer_ids]
                 op, dur = CollectiveOp.BROADCAST, self.param_sync_s(s, ids)
             self.dp_collective(
                 s,

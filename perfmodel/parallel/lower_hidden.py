@@ -164,7 +164,7 @@ class HiddenCollectives(GatherChains):
         floats are summed in the same order.
 
         A chunk read off an earlier one (:attr:`~perfmodel.parallel.lowering.Chunk.values_of`:
-        the same segments field for field but for their layer ids; the middle stages of a
+        the same segments at other layer ids; the middle stages of a
         pipeline) takes the summary of the
         first of its class summed (``_hidden_seen``: stage ``s0``, the reduced byte counts its
         rows priced, the summary) where its stage prices each of those reductions as ``s0``
@@ -369,7 +369,7 @@ class HiddenCollectives(GatherChains):
 
     def _gathers_like(self, s: int, s0: int, plan: GatherPlan) -> GatherPlan | None:
         """Stage ``s``'s :meth:`_gather_walk` of a chunk whose class stage ``s0`` walked into
-        ``plan`` (the same segments field for field but for their layer ids:
+        ``plan`` (the same segments at other layer ids:
         :attr:`~perfmodel.parallel.lowering.Chunk.values_of`; the same phase, reduction and
         first-segment state), where stage ``s`` prices each collective of ``plan``'s specs as
         ``s0`` did (:meth:`dp_time`); else ``None`` (walked in full).

@@ -496,7 +496,7 @@ class PipelineLowering(
             sd = list(deps)
             dur = seg.fwd_s
             if self.gather_every_mb or (self.gather_early and mb == 0):
-                ag = self.gather(s, seg, f"AG F{mb}.{k}.{si}", after)
+                ag = self.gather(s, ch, si, f"AG F{mb}.{k}.{si}", after)
                 sd.append(ag)
                 if self.first_seg_done[s]:  # the next unit's gather runs under this one
                     dur = self.slowed(dur, self.comm_dur[ag])
@@ -672,7 +672,7 @@ class PipelineLowering(
             sd = list(deps)
             dur = seg.bwd_s + seg.recompute_s
             if self.gather_every_mb:
-                ag = self.gather(s, seg, f"AG B{mb}.{k}.{si}")
+                ag = self.gather(s, ch, len(ch.segments) - 1 - si, f"AG B{mb}.{k}.{si}")
                 sd.append(ag)
                 dur = self.slowed(dur, self.comm_dur[ag] + prev_grad)
             elif self.overlap and final_mb and si > 0:

@@ -643,9 +643,9 @@ class LoweringShortcuts:
         argument: the same block layers at the same offset and length) key ``ch`` by: the
         chunk it was read off (``values_of``), else ``ch`` itself.
 
-        Exact: ``values_of``'s segments are ``ch``'s field for field but for their layer ids
-        (:func:`~perfmodel.parallel.lowering._shifted_chunk`), and :meth:`_chunk_coarsenable`,
-        :meth:`_plain_op_times` and :meth:`_exchanges` read only their other fields (durations, TP seconds,
+        Exact: ``values_of``'s segments are ``ch``'s (the same objects, at other layer ids:
+        :func:`~perfmodel.parallel.lowering._shifted_chunk`), and :meth:`_chunk_coarsenable`,
+        :meth:`_plain_op_times` and :meth:`_exchanges` read only their fields (durations, TP seconds,
         expert/context entries, host stalls), their count and this lowering's settings: the
         same comparisons and the same sums in the same order, so the same answers. The
         object keyed is alive while the chunk is (it holds it), so its ``id`` is not reused

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import Any
 
 from perfmodel.ops import CollectiveOp
@@ -85,9 +86,11 @@ from perfmodel.workload.memory import Optimizer
 
 @dataclass(frozen=True)
 class Segment:
-    """Consecutive layers of a chunk lowered as one task (times for one micro-batch)."""
+    """Consecutive layers of a chunk lowered as one task (times for one micro-batch); which
+    layers is its chunk's to say (:meth:`Chunk.segment_ids`), so one segment may stand at
+    several places of a chunk and in several chunks (:func:`build_chunk`'s shape memo,
+    :func:`_shifted_chunk`)."""
 
-    layers: tuple[int, ...]
     fwd_s: float
     bwd_s: float
     recompute_s: float
@@ -137,12 +140,22 @@ class Chunk:
     """The chunk's layers: a tuple, or a slice of a stacked workload's layers (reads as that
     tuple; :func:`~perfmodel.workload.layers.layer_runs`)."""
     values_of: Chunk | None = field(default=None, compare=False, repr=False)
-    """A chunk whose segments are this chunk's field for field but for their layer ids: the
+    """A chunk whose segments are this chunk's (the same objects, at other layer ids): the
     one it was read off (:func:`_shifted_chunk`), itself built segment by segment; ``None``:
     none named. Outside equality and ``repr`` (what the chunk is stays its fields);
     ``lower_hidden``'s summary reads one for the other (:meth:`~perfmodel.parallel.
     lower_hidden.HiddenCollectives._hidden_op`). A chunk made from another with other
     segments must not keep it (none is: chunks are built here and in the screens)."""
+    layer_ids: Sequence[int] = ()
+    """The chunk's layer ids segment by segment in forward order, each segment's ascending
+    (a ``range`` where they are consecutive); ``()`` in the screens' chunks, which have none."""
+    cuts: tuple[int, ...] = ()
+    """Where each segment starts in :attr:`layer_ids`, then their end: segment ``k`` holds
+    ``layer_ids[cuts[k] : cuts[k + 1]]`` (:meth:`segment_ids`)."""
+
+    def segment_ids(self, k: int) -> Sequence[int]:
+        """The layer ids of segment ``k`` (``segments[k]``), ascending."""
+        return self.layer_ids[self.cuts[k] : self.cuts[k + 1]]
 
     @property
     def fwd_s(self) -> float:
@@ -281,9 +294,9 @@ def build_chunk(
     shifted = _shifted_chunk(
         seg_memo, chunk_key, layer_ids[0], layers, costs, tp, algorithm, tp_time
     )
-    if shifted is not None:  # an earlier chunk's split and segments, ids shifted
+    if shifted is not None:  # an earlier chunk's split and segments at shifted ids
         return shifted
-    spans = _segment_ids(
+    every, cuts = _segment_ids(
         workload, layer_ids, layers, copies, contiguous, by_block, bucket_bytes,
         first_bucket_bytes, exclude_sharded, grad_b,
     )  # fmt: skip
@@ -294,14 +307,15 @@ def build_chunk(
     by_shape = _shape_memo(copies, contiguous, groups_of, stalls, costs)
     # with a shape memo the ids are consecutive (contiguous): the shape read inline
     c_start, c_end, c_p = (copies.start, copies.end, copies.p) if copies else (0, 0, 1)
-    for ids in spans:  # forward order of segments
+    for a, b in pairwise(cuts):  # forward order of segments: ids every[a:b]
         shape = None
-        if by_shape is not None and c_start <= ids[0] and ids[-1] < c_end:
-            shape = ((ids[0] - c_start) % c_p, len(ids))  # copies.shape(ids)
+        if by_shape is not None and c_start <= every[a] and every[b - 1] < c_end:
+            shape = ((every[a] - c_start) % c_p, b - a)  # copies.shape(every[a:b])
             seen = by_shape.get(shape)
             if seen is not None:
-                segs.append(_with_layers(seen, ids))
+                segs.append(seen)
                 continue
+        ids = every[a:b]
         seg_layers = take_layers(workload.layers, ids, contiguous)
         sums = _shape_sums(seg_layers, costs, exclude_sharded, rerun, seg_memo, copies, shape)
         f, bi, bw, rc, params, act, flop, dp_params, expert, fwd_points, bwd_points, rs_f = sums
@@ -316,7 +330,7 @@ def build_chunk(
         rc, tb, extra, unpaired = _recomputed_and_expert_context(seg_layers, f, rc, tf, tb, ctx)
         stall = sum(stalls.get(i, 0.0) for i in ids) if stalls else 0.0
         segs.append(Segment(
-            ids, f, bi + bw, rc, tf, tb, params, act, flop, dp_params, extra, expert, stall, rs_f,
+            f, bi + bw, rc, tf, tb, params, act, flop, dp_params, extra, expert, stall, rs_f,
             unpaired,
         ))  # fmt: skip
         if shape is not None:
@@ -326,9 +340,9 @@ def build_chunk(
     out_bytes = _elements(last.output_shape) * act_b
     in_bytes = _elements(first.output_shape) * act_b
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)  # copies unmade
-    chunk = Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept)
+    chunk = Chunk(tuple(segs), out_bytes, in_bytes, block_count(layers), kept, None, every, cuts)
     if chunk_key is not None and by_shape is not None:
-        seg_memo[chunk_key] = (layer_ids[0], chunk, tuple(tp_time.items()))
+        seg_memo[chunk_key] = (chunk, tuple(tp_time.items()))
     return chunk
 
 
@@ -418,8 +432,8 @@ def _shifted_chunk(
     mine: dict[tuple[CollectiveOp, float], float] | None = None,
 ) -> Chunk | None:
     """The chunk of consecutive ids from ``first_id`` read off the chunk :func:`build_chunk`
-    built earlier in this lowering under :func:`_chunk_key` ``key`` (``seg_memo[key]``: its
-    first id, the chunk, its tensor-parallel times by (op, bytes)) where this chunk's group
+    built earlier in this lowering under :func:`_chunk_key` ``key`` (``seg_memo[key]``: the
+    chunk, its tensor-parallel times by (op, bytes)) where this chunk's group
     ``tp`` prices every one of those collectives at the same seconds; else ``None`` (no such
     chunk, or another time: built anew).
 
@@ -429,31 +443,22 @@ def _shifted_chunk(
     ``seen``'s segment at that place, whose :func:`_shape_sums` are the lowering's memo's
     tuple, and its tensor-parallel times the same sums of the same values; the first and last
     layers are copies of the same block layers (the same output shapes) and the blocks as
-    many. So each segment is ``seen``'s under its ids shifted, as :func:`build_chunk` gives it
-    through its shape memo (issue 27: the middle stages of a GPT-3 175B plan, ~40-190 bucket
-    segments each, walked and copied once per stage before). A segment's ids are consecutive
-    (:func:`_chunk_key` keys only a chunk of consecutive ids, and a segment's sorted ids are
-    consecutive positions of them), so its ids plus ``d`` are the slice of this chunk's ids
-    ``every[ids[0] - first0 : ids[-1] - first0 + 1]`` (``every[i - first0] == i + d``).
-
-    A segment copy here and in :func:`build_chunk`'s shape memo is :func:`_with_layers`."""
+    many. So the chunk holds ``seen``'s segments (a segment holds no ids) at the same cuts of
+    its own ids, as :func:`build_chunk` gives them through its shape memo (issue 27: the
+    middle stages of a GPT-3 175B plan, ~40-190 bucket segments each, walked once per stage
+    before, then copied under their ids). ``seen``'s ids are consecutive (:func:`_chunk_key`
+    keys only a chunk of consecutive ids), so this chunk's are too: a ``range`` as long."""
     seen = None if key is None else seg_memo.get(key)
     if seen is None:
         return None
-    first0, chunk, tp_items = seen
+    chunk, tp_items = seen
     mine = {} if mine is None else mine  # filled with this group's times (the caller's)
     for (op, nbytes), t in tp_items:
         if _tp_time(mine, costs, op, nbytes, tp, algorithm) != t:
             return None
-    # this chunk's ids, each segment's a slice of them: position ``i - first0`` holds ``i + d``
-    # (``d = first_id - first0``; slices of one tuple, not a range made per segment)
-    every = tuple(range(first_id, first_id + chunk.segments[-1].layers[-1] - first0 + 1))
-    segs = []
-    for x in chunk.segments:  # ``x`` under its ids plus ``d`` (consecutive: see build_chunk)
-        ids = x.layers
-        segs.append(_with_layers(x, every[ids[0] - first0 : ids[-1] - first0 + 1]))
     kept = layers if isinstance(layers, StackedLayers) else tuple(layers)
-    return Chunk(tuple(segs), chunk.out_bytes, chunk.in_bytes, chunk.blocks, kept, chunk)
+    every = range(first_id, first_id + len(chunk.layer_ids))
+    return replace(chunk, layers=kept, values_of=chunk, layer_ids=every)  # segments, cuts kept
 
 
 def _shape_sums(
@@ -520,26 +525,6 @@ def _recomputed_and_expert_context(
     return recompute_s, tp_bwd_s, _merged(extra), ()
 
 
-def _with_layers(
-    seg: Segment,
-    ids: tuple[int, ...],
-    new_: Callable[[type], Any] = object.__new__,
-    set_: Callable[[object, str, Any], None] = object.__setattr__,
-) -> Segment:
-    """``dataclasses.replace(seg, layers=ids)`` without the frozen dataclass's ``__init__``
-    (``Segment`` has no ``__post_init__``): a copy of ``seg``'s field dict (the same keys in the
-    same order, ``layers`` replaced in place) becomes the new instance's ``__dict__`` at once,
-    so it has the same type, fields and values (equal, hashed and pickled alike); ~400 copies
-    per new PyTorch DDP plan of GPT-3 175B (one function here rather than two inline copies:
-    speed13h measured the call at ~5% of a warm chunk rebuild, ~0.03 ms a plan). ``new_`` and
-    ``set_`` are those two builtins bound once (not arguments to pass)."""
-    fields_ = seg.__dict__.copy()
-    fields_["layers"] = ids
-    new = new_(Segment)
-    set_(new, "__dict__", fields_)
-    return new
-
-
 def _segment_ids(
     workload: Workload,
     layer_ids: Sequence[int],
@@ -551,13 +536,15 @@ def _segment_ids(
     first_bucket_bytes: float | None,
     exclude_sharded: bool,
     grad_b: float,
-) -> list[tuple[int, ...]]:
-    """A chunk's segments' sorted layer ids in forward order: :func:`_segment_groups`, or for
-    a bucketed chunk of consecutive ids the same buckets walked as id ranges
-    (:func:`~perfmodel.parallel.bucket_walk.bucket_ranges`: a stack's repeating blocks walked
-    once; ``bucket_walk.RANGES``), or for a chunk of consecutive ids split by block its units
-    as ranges (:func:`~perfmodel.parallel.partition.unit_bounds`: the same ids, not listed
-    and sorted)."""
+) -> tuple[Sequence[int], tuple[int, ...]]:
+    """A chunk's layer ids segment by segment in forward order, each segment's sorted, and
+    the segments' cuts in them (:attr:`Chunk.layer_ids`, :attr:`Chunk.cuts`):
+    :func:`_segment_groups`, or for a bucketed chunk of consecutive ids the same buckets
+    walked as id ranges (:func:`~perfmodel.parallel.bucket_walk.bucket_ranges`: a stack's
+    repeating blocks walked once; ``bucket_walk.RANGES``), or for a chunk of consecutive ids
+    split by block its units as ranges (:func:`~perfmodel.parallel.partition.unit_bounds`:
+    the same ids, not listed and sorted). Consecutive ids stay the chunk's ``range``: the
+    segments of a chunk cover it in order, so only their cuts are new."""
     if bucket_walk.RANGES and contiguous and not by_block and bucket_bytes is not None:
         if copies is not None:
             start, end = copies.start, copies.end
@@ -565,9 +552,10 @@ def _segment_ids(
             source = copies.source
         else:
             start, end, block_b, source = 0, 0, [], workload.layers.__getitem__
+        lo, hi = layer_ids[0], layer_ids[-1]
         ranges = bucket_ranges(
-            layer_ids[0],
-            layer_ids[-1],
+            lo,
+            hi,
             first_bucket_bytes or bucket_bytes,
             bucket_bytes,
             block_b,
@@ -575,17 +563,20 @@ def _segment_ids(
             end,
             lambda i: _grad_bytes(workload.layers[i], exclude_sharded, grad_b),
             lambda i: source(i).params,
-        )
-        lo, every = layer_ids[0], tuple(layer_ids)  # slices of one tuple, not a range each
-        return [every[a - lo : b - lo + 1] for a, b in reversed(ranges)]
+        )  # backward order; a bucket ``(a, b)`` ends at position ``b - lo + 1``
+        return range(lo, hi + 1), (0, *[b - lo + 1 for _, b in reversed(ranges)])
     if contiguous and by_block:  # _segment_groups' units, read as ranges
-        every = tuple(layer_ids)
-        return [every[a:b] for a, b in unit_bounds(layers)]
+        return range(layer_ids[0], layer_ids[-1] + 1), (0, *[b for _, b in unit_bounds(layers)])
     groups = _segment_groups(
         workload, layer_ids, layers, copies, by_block, bucket_bytes, first_bucket_bytes,
         exclude_sharded, grad_b,
     )  # fmt: skip
-    return [tuple(sorted(g)) for g in reversed(groups)]
+    cuts = [0]
+    for g in reversed(groups):
+        cuts.append(cuts[-1] + len(g))
+    if contiguous:  # the groups cover the ids in order
+        return range(layer_ids[0], layer_ids[-1] + 1), tuple(cuts)
+    return tuple(i for g in reversed(groups) for i in sorted(g)), tuple(cuts)
 
 
 def _segment_groups(
@@ -676,9 +667,10 @@ class _StackCopies:
     the block's ``p`` layers from ``start + j p``; read without making the copies.
 
     :func:`build_chunk` prices a segment of consecutive ids inside them once per *shape*
-    (the offset of its first id in the block, its length) and gives the other segments of that
-    shape the same numbers under their own ids. Exact: their layers are copies of the same
-    block layers in the same order, with the block boundaries at the same places, so
+    (the offset of its first id in the block, its length) and puts that segment at the other
+    places of that shape too (a segment holds no ids: :meth:`Chunk.segment_ids`). Exact:
+    their layers are copies of the same block layers in the same order, with the block
+    boundaries at the same places, so
     :func:`~perfmodel.parallel.partition.block_runs` reads the same runs, source ids and
     counts, :func:`_segment_sums` returns the memoised tuple of that key (the same floats),
     and the tensor-parallel times are the same sums of the same chunk-wide memo's values;

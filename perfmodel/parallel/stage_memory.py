@@ -314,7 +314,7 @@ class _StaticMemo:
     Exact: a chunk's :attr:`~perfmodel.parallel.lowering.Chunk.values_of` (or the chunk
     itself) names its shape: a chunk read off another (:func:`~perfmodel.parallel.lowering.
     _shifted_chunk`) holds the same offset in the stack's block and as many layers, so its
-    segments are the other's field for field but for their layer ids and its layers are
+    segments are the other's (at other layer ids) and its layers are
     copies of the other's (equal in every field but ``name`` and ``block``), in the same
     :func:`~perfmodel.workload.layers.layer_runs` pieces. :func:`_static_parts` reads a
     layer's name only through its last part (``lm_head``, a module's part name: the same in

@@ -172,7 +172,7 @@ def plan_stage_memory(
             sizes = [sum(layers[i].params for i in u) for u in unit_ids(layers)]
         else:
             sizes = [int(wl.params)]
-        segs = tuple(Segment((), 0.0, 0.0, 0.0, 0.0, 0.0, int(n), 0.0, 0.0) for n in sizes)
+        segs = tuple(Segment(0.0, 0.0, 0.0, 0.0, 0.0, int(n), 0.0, 0.0) for n in sizes)
         return Chunk(segs, 0.0, 0.0, 0, layers)
 
     pp = plan.pp

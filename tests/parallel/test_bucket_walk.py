@@ -111,7 +111,7 @@ def test_a_repeating_stretch_is_walked_once() -> None:
 def test_chunks_equal_with_ranges_off(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every preset's and plan's chunks (``test_chunk_shapes.CASES``: PyTorch DDP's 25 MiB
     buckets, Megatron-Core's, FSDP's blocks, GPT-3 175B on 1024 A100) equal with the ranges
-    off, segment ids included."""
+    off, segment ids included (each chunk's ids and cuts)."""
     sc = Scenario.from_dict({**BASE, **CASES[name]})
     on, _ = _chunks(sc, monkeypatch, True)
     monkeypatch.setattr(bucket_walk, "RANGES", False)
@@ -120,6 +120,5 @@ def test_chunks_equal_with_ranges_off(name: str, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(bucket_walk, "RANGES", True)
     no_copies, _ = _chunks(sc, monkeypatch, False)
     assert on and on == off == plain == no_copies
-    assert [[s.layers for s in c.segments] for c in on] == [
-        [s.layers for s in c.segments] for c in off
-    ]
+    assert all(c.cuts[0] == 0 and c.cuts[-1] == len(c.layer_ids) for c in on)
+    assert [(c.layer_ids, c.cuts) for c in on] == [(c.layer_ids, c.cuts) for c in off]

@@ -19,7 +19,7 @@ from tests.parallel.moe_shapes import SMALL_MOE
 
 
 def _seg(sync: float = 0.0) -> Segment:
-    return Segment((0,), 1.0, 1.0, 0.0, 0.0, 0.0, 1, 1.0, 1.0, host_sync_s=sync)
+    return Segment(1.0, 1.0, 0.0, 0.0, 0.0, 1, 1.0, 1.0, host_sync_s=sync)
 
 
 def _door(by_values: bool) -> Any:
@@ -54,7 +54,7 @@ def test_each_chunk_answers_its_own(by_values: bool, monkeypatch: pytest.MonkeyP
 def test_ep_cp_or_sync_is_the_any(flags: tuple[tuple[bool, float], ...]) -> None:
     """The refusal's C passes answer the generator form, zeros and NaN included."""
     segs = tuple(
-        Segment((0,), 1.0, 1.0, 0.0, 0.0, 0.0, 1, 1.0, 1.0, ep_cp=(object(),) if ep else (),  # type: ignore[arg-type]
+        Segment(1.0, 1.0, 0.0, 0.0, 0.0, 1, 1.0, 1.0, ep_cp=(object(),) if ep else (),  # type: ignore[arg-type]
                 host_sync_s=sync)
         for ep, sync in flags
     )  # fmt: skip

@@ -4,7 +4,7 @@ segment, field for field (the same floats), and the shortcut does skip the per-s
 
 from __future__ import annotations
 
-import dataclasses
+from itertools import pairwise
 from typing import Any
 
 import fresh_chunks
@@ -139,8 +139,8 @@ SHIFTED = {"ddp-tp2-pp4": 1, "mcore-tp2-pp4": 1, "fsdp-tp2-pp4": 1, "mcore-inter
 @pytest.mark.parametrize("name", sorted(SHIFTED))
 def test_middle_chunks_are_read_off_the_first(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A chunk of the same offset in the block and length as an earlier chunk of the lowering
-    is that chunk's segments under shifted ids (``_shifted_chunk``), equal to the one built
-    segment by segment (``test_chunks_equal_the_segment_by_segment_ones``)."""
+    holds that chunk's segments (the same objects) at shifted ids (``_shifted_chunk``), equal
+    to the one built segment by segment (``test_chunks_equal_the_segment_by_segment_ones``)."""
     sc = Scenario.from_dict({**BASE, **CASES[name]})
     read = [0]
     shifted = lowering._shifted_chunk
@@ -154,18 +154,20 @@ def test_middle_chunks_are_read_off_the_first(name: str, monkeypatch: pytest.Mon
     made, _ = _chunks(sc, monkeypatch, True)
     assert read[0] == SHIFTED[name]
     # the chunk read off another has its own ids, a whole number of blocks away
-    ids = [seg.layers for ch in made for seg in ch.segments]
+    ids = [tuple(ch.segment_ids(k)) for ch in made for k in range(len(ch.segments))]
     assert len(set(ids)) == len(ids)
+    off = [ch for ch in made if ch.values_of is not None]
+    assert len(off) == read[0] and all(ch.segments is ch.values_of.segments for ch in off)
+    assert all(ch.cuts is ch.values_of.cuts and ch.layer_ids[0] > 0 for ch in off)
 
 
 def test_shifted_chunk_refused_where_a_tp_time_differs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another tensor-parallel group pricing one of the collectives at other seconds: built
-    anew (``None``); the same seconds: the chunk under shifted ids."""
+    anew (``None``); the same seconds: the chunk's segments at shifted ids."""
     sc = Scenario.from_dict({**BASE, **CASES["ddp-tp2-pp4"]})
     made, _ = _chunks(sc, monkeypatch, True)
     first = made[1]
-    a = first.segments[0].layers[0]
-    b = made[2].segments[0].layers[0]
+    b = made[2].layer_ids[0]
 
     class Priced:
         def __init__(self, t: float) -> None:
@@ -175,12 +177,12 @@ def test_shifted_chunk_refused_where_a_tp_time_differs(monkeypatch: pytest.Monke
             return self.t
 
     point = (lowering.CollectiveOp.ALLREDUCE, 1e6)
-    memo = {("chunk",): (a, first, ((point, 2.0),))}
+    memo = {("chunk",): (first, ((point, 2.0),))}
     assert lowering._shifted_chunk(memo, ("chunk",), b, (), Priced(2.5), ("g0", "g1"), "x") is None
     assert lowering._shifted_chunk(memo, None, b, (), Priced(2.0), ("g0", "g1"), "x") is None
     same = lowering._shifted_chunk(memo, ("chunk",), b, (), Priced(2.0), ("g0", "g1"), "x")
-    assert same is not None and same.segments[0].layers[0] == b
-    assert [s.fwd_s for s in same.segments] == [s.fwd_s for s in first.segments]
+    assert same is not None and same.segment_ids(0)[0] == b and same.segments is first.segments
+    assert same.layer_ids == range(b, b + len(first.layer_ids)) and same.cuts == first.cuts
 
 
 def _chunk_calls(
@@ -231,8 +233,25 @@ def test_a_chunk_at_another_block_offset_is_built_anew(monkeypatch: pytest.Monke
     chunk(ids[0], memo)
     moved = chunk(ids[0] + 1, memo)
     assert read[0] == 0 and moved == chunk(ids[0] + 1, {})
-    assert moved.segments[0].layers[0] == ids[0] + 1
+    assert moved.segment_ids(0)[0] == ids[0] + 1
     assert chunk(ids[0] + copies.p, memo) == chunk(ids[0] + copies.p, {}) and read[0] == 1
+
+
+def test_one_segment_stands_at_every_place_of_its_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside the stack's copies a chunk holds one segment object per shape: ``build_chunk``'s
+    shape memo puts the segment it priced at each later place of that shape (a segment holds
+    no ids: ``Chunk.segment_ids``), not a copy of it."""
+    (wl, ids, *rest), kw = _chunk_calls(monkeypatch, "ddp")[0]
+    copies = lowering._StackCopies.of(wl.layers)
+    assert copies is not None
+    ch = lowering.build_chunk(wl, ids, *rest, **{**kw, "seg_memo": {}})
+    places: dict[tuple[int, int], list[int]] = {}
+    for k, seg in enumerate(ch.segments):
+        shape = copies.shape(tuple(ch.segment_ids(k)))
+        if shape is not None:
+            places.setdefault(shape, []).append(id(seg))
+    assert sum(map(len, places.values())) > 2 * len(places)  # shapes repeat
+    assert all(len(set(objs)) == 1 for objs in places.values())
 
 
 def test_a_segment_crossing_the_copies_end_is_priced_itself(
@@ -256,18 +275,19 @@ def test_a_segment_crossing_the_copies_end_is_priced_itself(
         return build(wl, ids, *rest, **{**kw, "seg_memo": {}})
 
     fast = chunk()
-    last = fast.segments[-1].layers
+    n = len(fast.segments)
+    last = fast.segment_ids(n - 1)
     assert last[0] < copies.end <= last[-1]  # the segment crossing the copies' end
     shape = ((last[0] - copies.start) % copies.p, len(last))
-    inside = [copies.shape(seg.layers) for seg in fast.segments[:-1]]
+    inside = [copies.shape(tuple(fast.segment_ids(k))) for k in range(n - 1)]
     assert shape in inside  # the same shape occurs inside the copies, earlier
     assert wl.layers[last[-1]].cost_key() != wl.layers[last[-1] - copies.p].cost_key()
     with monkeypatch.context() as m:
         m.setattr(lowering._StackCopies, "of", classmethod(lambda cls, layers: None))
         slow = chunk()
     assert fast == slow
-    # the numbers of the earlier segment of that shape, under the crossing one's ids, differ
-    assert dataclasses.replace(fast.segments[inside.index(shape)], layers=last) != fast.segments[-1]
+    # the numbers of the earlier segment of that shape differ from the crossing one's
+    assert fast.segments[inside.index(shape)] != fast.segments[-1]
 
 
 def test_block_units_read_as_ranges_are_the_listed_units() -> None:
@@ -287,7 +307,8 @@ def test_block_units_read_as_ranges_are_the_listed_units() -> None:
         ids = list(range(lo, hi))
         layers = wl.layers[lo:hi]
         args = (None, None, False, 2.0)
-        ranges = lowering._segment_ids(wl, ids, layers, copies, True, True, *args)
+        every, cuts = lowering._segment_ids(wl, ids, layers, copies, True, True, *args)
+        ranges = [tuple(every[a:b]) for a, b in pairwise(cuts)]
         groups = lowering._segment_groups(wl, ids, layers, copies, True, *args)
         assert ranges == [tuple(sorted(g)) for g in reversed(groups)]
         assert len(ranges) > 1 or hi - lo < p
@@ -307,7 +328,8 @@ def test_block_units_of_non_consecutive_ids_are_listed() -> None:
     ids = [i for i in range(lo, lo + 3 * copies.p) if (i - lo) % 3 != 1]  # a gap every third
     layers = [wl.layers[i] for i in ids]
     args = (None, None, False, 2.0)
-    got = lowering._segment_ids(wl, ids, layers, copies, False, True, *args)
+    every, cuts = lowering._segment_ids(wl, ids, layers, copies, False, True, *args)
+    got = [every[a:b] for a, b in pairwise(cuts)]
     groups = lowering._segment_groups(wl, ids, layers, copies, True, *args)
     assert got == [tuple(sorted(g)) for g in reversed(groups)]
     assert sorted(i for seg in got for i in seg) == ids  # every id its own, none invented

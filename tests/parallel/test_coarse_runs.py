@@ -97,7 +97,7 @@ def test_runs_split_at_refused_segments() -> None:
     assert low.tp_overlap and low.tp_stream != "compute"
 
     def seg(f: float, tp: float) -> Segment:
-        return Segment((0,), f, 2 * f, 0.5 * f, tp, tp, 1, 1.0, 1.0, tp_rs_fwd_s=0.25 * f)
+        return Segment(f, 2 * f, 0.5 * f, tp, tp, 1, 1.0, 1.0, tp_rs_fwd_s=0.25 * f)
 
     segs = [seg(1.0, 0.5), seg(2.0, 1.0), seg(1.0, 2.2), seg(4.0, 1.0), seg(1.0, 0.1), seg(2, 0)]
     chunk = type(ch)(**{**ch.__dict__, "segments": tuple(segs)})

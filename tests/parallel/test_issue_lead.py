@@ -44,7 +44,7 @@ class _Costs:
 
 def _chunk(*names: str) -> Chunk:
     layers = tuple(_layer(n) for n in names)
-    seg = Segment(tuple(range(len(names))), 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
+    seg = Segment(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
     return Chunk((seg,), 0.0, 0.0, 0, layers)
 
 
@@ -77,7 +77,7 @@ def test_full_recompute_counts_the_recomputed_forward() -> None:
         name="a", kind=LayerKind.LINEAR, fwd_flop=1.0, bwd_input_flop=1.0, bwd_weight_flop=1.0,
         params=0, fwd_bytes=1.0, bwd_bytes=1.0, activation_bytes=1.0, output_shape=(1,), block=0,
     )  # fmt: skip
-    seg = Segment((0,), 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
+    seg = Segment(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
     ch = Chunk((seg,), 0.0, 0.0, 1, (la,))
     costs = _Costs(gpu={"a": (0.5, 0.5)}, host={"a": (1.0, 1.0)})
     ops = [("F", 0, 0), ("B", 0, 0)]

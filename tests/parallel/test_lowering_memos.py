@@ -106,7 +106,7 @@ def test_segment_memo_shares_copies_by_cost_key_but_not_tp_groups() -> None:
     c0, c1, c2 = _chunks(_ByKey(), memo, [("a", "b"), ("c", "d"), ("e", "f", "g", "h")])
     assert len(memo) == 1
     assert [c.segments[0].fwd_s for c in (c0, c1, c2)] == [1.0, 1.0, 1.0]
-    assert [c.segments[0].layers for c in (c0, c1, c2)] == [(0,), (1,), (2,)]
+    assert [tuple(c.segment_ids(0)) for c in (c0, c1, c2)] == [(0,), (1,), (2,)]
     assert [c.segments[0].tp_fwd_s for c in (c0, c1, c2)] == [1.0, 1.0, 2.0]
 
 

@@ -295,3 +295,27 @@ def test_gated_projection_read_from_shapes_not_names() -> None:
     assert feeds_gated_activation(fc1, geglu) and not feeds_gated_activation(fc1, gelu)
     assert layer_tensors([fc1, geglu], [0, 1]) == [(0, 40.0), (0, 40.0)]
     assert layer_tensors([fc1, gelu], [0, 1]) == [(0, 80.0)]
+
+
+def test_first_forward_broadcasts_each_segments_own_layers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``overlap_param_gather`` the owners broadcast each bucket's layers before its first
+    forward (``DataParallelMixin.gather``): the ``k``-th broadcast of the first forward lasts
+    :meth:`param_sync_s` of segment ``k``'s layers (``Chunk.segment_ids``; a segment holds
+    no ids), and the buckets' broadcasts differ."""
+    from fresh_chunks import lowerings
+
+    sc = _internevo(16, software_options={"overlap_param_gather": True, "bucket_bytes": 10})
+    with monkeypatch.context() as m:
+        (low,) = lowerings(sc, m)
+        step, _ = build_step(sc, resolve(sc))
+    (ch,) = low.chunks
+    want = [low.param_sync_s(0, ch.segment_ids(k)) for k in range(len(ch.segments))]
+    got = [
+        t.duration_s
+        for t in step.graph.tasks
+        if t.comm is not None and t.comm.op is CollectiveOp.BROADCAST and t.label.startswith("AG F")
+    ]
+    assert len(want) > 2 and len(set(want)) > 1
+    assert got == want

@@ -259,7 +259,7 @@ def test_full_recompute_one_working_set_per_stage() -> None:
         _layer("b0", 0, 1000.0, (10,)),
         _layer("b1", 1, 1000.0, (10,)),
     )
-    seg = Segment((0, 1, 2), 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
+    seg = Segment(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
     chunk = Chunk((seg,), 0.0, 0.0, 2, layers)
     plan = ParallelismPlan(pp=2, microbatch_size=1, recompute=Recompute.FULL)
     mem = stage_memory(
@@ -285,7 +285,7 @@ def test_middle_stage_keeps_its_received_input() -> None:
         for b in (1, 2)
         for la in (_layer(f"b{b}.ln", b, 500.0, (10,), norm), _layer(f"b{b}.fc", b, 500.0, (10,)))
     )
-    seg = Segment((0, 1, 2, 3), 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
+    seg = Segment(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0)
     assert full_recompute_bytes(layers[1:], Precision.BF16) == (20.0, 1000.0)  # b1.fc first
     mem = stage_memory(
         [Chunk((seg,), 0.0, 0.0, 2, layers)],

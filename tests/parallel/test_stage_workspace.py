@@ -41,7 +41,7 @@ LAYERS = (
 
 
 def _memory(plan: ParallelismPlan, recipe, params: int = 0):
-    seg = Segment((0, 1, 2, 3), 0.0, 0.0, 0.0, 0.0, 0.0, params, 0.0, 0.0)
+    seg = Segment(0.0, 0.0, 0.0, 0.0, 0.0, params, 0.0, 0.0)
     chunk = Chunk((seg,), 0.0, 0.0, 1, LAYERS)
     return stage_memory(
         [chunk], plan=plan, costs=_Prec(), optimizer=Optimizer.ADAM, in_flight=1,  # type: ignore[arg-type]
