@@ -252,6 +252,26 @@ class GroupMemo:
             return None
         return sym.map_nodes(members, smap)
 
+    def inside_shape(self, members: tuple[str, ...], algo: Algorithm) -> tuple[str, ...] | None:
+        """:meth:`collective_shape` of ``members`` where :attr:`shape_inside` holds ``True``
+        for it (the one case :class:`SharedResults` reads a shape), else ``None``; not looked
+        for while no shape is known to stay in its servers.
+
+        Why that skips no shape :class:`SharedResults` would read: :attr:`shape_inside` only
+        gains entries (:meth:`_shape_group`, once per image), so while none is ``True`` no
+        shape can be one, and :meth:`collective_shape` is a function of the members, the
+        algorithm and the topology (no memo of it is read or written elsewhere). Issue 27:
+        every ring pattern's first group (a new plan's data-parallel groups) mapped its
+        members onto the first servers of their classes for nothing, making the local-name
+        tables of servers no one else reads (a dp64 group over 64 DGX A100: ~1.5 M
+        instructions); in the GPT-3 175B preset plans no shape is ever found inside (every
+        group is read off its twin or its ring pattern first)."""
+        inside = self.shape_inside
+        if True not in inside.values():
+            return None
+        shape = self.collective_shape(members, algo)
+        return shape if shape is not None and inside.get(shape) is True else None
+
     def numbers_key(self, members: tuple[str, ...]) -> tuple[Any, ...] | None:
         """A key for the analysed numbers of a group of GPUs that other groups share, where
         they are known to: its ring pattern (:meth:`_pattern_key`) once a group of the pattern
@@ -684,17 +704,19 @@ class SharedResults:
                 if res.algorithm in BY_GROUP_NUMBERS:
                     self._results[nkey] = res
             return res
-        shape = self._groups.collective_shape(members, algo) if no_cpu else None
-        inside = self._groups.shape_inside
-        if shape is not None and inside.get(shape) is True:
+        shape = self._groups.inside_shape(members, algo) if no_cpu else None
+        if shape is not None:
             hit = self._results.get((o, m, shape, algo))
             if hit is None:
                 hit = self._by_shape(o, m, shape, algo)
             if hit is not None:
                 return hit
         res = self._own(o, m, members, algo)
-        if shape is not None and inside.get(shape) is True and res.algorithm in BY_GROUP_NUMBERS:
-            self._results[(o, m, shape, algo)] = res
+        if no_cpu and res.algorithm in BY_GROUP_NUMBERS:
+            if shape is None:  # the group's own analysis may have found its shape inside
+                shape = self._groups.inside_shape(members, algo)
+            if shape is not None:
+                self._results[(o, m, shape, algo)] = res
         if by_numbers and res.algorithm in BY_GROUP_NUMBERS:
             numbers = self._groups.numbers_key(members)  # known now that the group is analysed
             if numbers is not None:

@@ -74,3 +74,34 @@ def test_nccl_table_reads_size_per_call() -> None:
                 digest.update(repr(got).encode())
     assert len(model.nccl._tables) == 3 * len(groups)
     assert digest.hexdigest()[:16] == "dff310a7a28fe614"
+
+
+def test_no_shape_looked_for_while_none_is_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While no image is known to stay in its servers (``GroupMemo.shape_inside`` holds no
+    ``True``), a group's shape is not looked for (``GroupMemo.inside_shape``): a ring pattern's
+    data-parallel groups are priced without mapping their members; once an image is inside, its
+    translates' shapes are read again, and every result equals the direct model's."""
+    from perfmodel.topology import load_system
+
+    topo = load_system("dgx-a100", nodes=4)
+    model, direct = CommCostModel(topo), direct_model(topo)
+    looked: list[tuple[str, ...]] = []
+    real = model.groups.collective_shape
+    monkeypatch.setattr(
+        model.groups, "collective_shape", lambda m, a: looked.append(m) or real(m, a)
+    )
+    dp = [tuple(topo.gpus[s * 8 + lid] for s in range(4)) for lid in (0, 4)]
+    for group in dp:
+        for m in (2**20, 2**27):
+            assert model.collective("allreduce", m, group) == direct.collective(
+                "allreduce", m, group
+            )
+    assert not any(model.groups.shape_inside.values())
+    assert looked == []
+    pair, translate = ("n0/gpu0", "n1/gpu4"), ("n1/gpu0", "n2/gpu4")  # no ring pattern
+    for group in (pair, translate):
+        assert model.collective("allreduce", 3 * 2**20, group) == direct.collective(
+            "allreduce", 3 * 2**20, group
+        )
+    assert True in model.groups.shape_inside.values()
+    assert translate in looked
