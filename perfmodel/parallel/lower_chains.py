@@ -170,12 +170,9 @@ class GatherChains:
         hit = self._chain_after_memo.get(key)
         if hit is None:
             rows, runs, op, specs = plan
-            ot, ov = self.op_tasks, self.tp_overlap
-            refused = [i for i, (r, t) in enumerate(zip(rows, specs, strict=True))
-                       if segment_then(ot, ov, r[1], r[2], t[2]) is None]  # fmt: skip
             hit = False
-            p = refused[-1] + 1 if refused else 0
-            if not runs and refused and len(rows) - p >= 3:
+            p = self._last_refused(rows, specs) + 1 if not runs else 0
+            if p and len(rows) - p >= 3:
                 rest = (rows[p:], runs, op, specs[p:])
                 # kept with the hit: _chain_classes and _fine_segments (CHAIN_DIRECT off) key
                 # their memos by id(rest) and id(rows[p:]), which must stay theirs
@@ -183,6 +180,24 @@ class GatherChains:
                 hit = (p, tpl, rest) if tpl is not None else False
             self._chain_after_memo[key] = hit
         return (hit[0], hit[1]) if hit else None
+
+    def _last_refused(
+        self,
+        rows: tuple[tuple[float, float, float, float, float, bool], ...],
+        specs: tuple[tuple[CommSpec, CommSpec | None, float], ...],
+    ) -> int:
+        """The last segment of a gather plan without runs whose TP collective is not in its
+        task (:func:`segment_then` refuses it), ``-1`` where none: asked once per class of
+        :meth:`_chain_classes` (a class's segments share their row and spec triple, all
+        ``segment_then`` reads), the class's last segment found in C."""
+        firsts, index = self._chain_classes(rows, specs)
+        ot, ov, n = self.op_tasks, self.tp_overlap, len(index)
+        back = index[::-1]
+        return max(
+            (n - 1 - back.index(j) for j, i in enumerate(firsts)
+             if segment_then(ot, ov, rows[i][1], rows[i][2], specs[i][2]) is None),
+            default=-1,
+        )  # fmt: skip
 
     def _chain_static(
         self, plan: GatherPlan, k: int, ch: Chunk, phase: str
@@ -337,19 +352,26 @@ class GatherChains:
         every block): the first segment of each class in order, and per segment its class's index.
         Kept per ``rows`` object (:attr:`SHARED_CLASSES`; else found per plan).
 
+        The row object alone is read: in a walked plan a segment's row and spec triple are one
+        entry of the walk's memo, each made afresh by :meth:`.HiddenCollectives._gather_row`, so
+        two segments share their row exactly where they share their triple (issue 27: a key
+        of both ids cost a tuple and its hash a segment, ~0.3 M instructions on a GPT-3 175B
+        first stage of ~145 segments).
+
         Exact for every plan holding ``rows``: :meth:`.HiddenCollectives._gather_walk` makes each
         plan's rows tuple afresh, and only :meth:`.HiddenCollectives._gathers_like` shares it, with
         a spec triple per distinct triple object of the walked plan (made afresh each, so
         one-to-one): two segments share their triple there exactly where they shared it in the
-        walked plan, and their row in both. The memo keeps ``rows`` with its classes, so its id is
-        not reused while the entry stands (a plan's tail that :meth:`_chain_after` made is one)."""
+        walked plan, and their row in both (:meth:`_chain_after`'s tails are slices of both).
+        The memo keeps ``rows`` with its classes, so its id is not reused while the entry stands
+        (a plan's tail that :meth:`_chain_after` made is one)."""
         kept = self._chain_classes_memo.get(id(rows)) if self.SHARED_CLASSES else None
         if kept is not None:  # the entry keeps rows: its id is not reused while it stands
             return kept[1]
-        seen: dict[tuple[int, int], int] = {}
+        seen: dict[int, int] = {}
         firsts: list[int] = []
         index: list[int] = []
-        for i, key in enumerate(zip(map(id, rows), map(id, specs))):
+        for i, key in enumerate(map(id, rows)):  # a row's triple is one with it (above)
             j = seen.get(key)
             if j is None:
                 j = seen[key] = len(firsts)

@@ -11,6 +11,7 @@ wrong)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from fresh_chunks import BASE, GPT3, predict_afresh
 
 import perfmodel.sim.engine as engine
 from perfmodel.api import Scenario
+from perfmodel.parallel import lower_chains
 from perfmodel.parallel.lower_hidden import HiddenCollectives
 from perfmodel.parallel.taskgraph import ChainTask
 
@@ -94,3 +96,41 @@ def test_chain_after_refused_segments_equals_the_fine_loop(
     assert len(shared) == len(times_on)
     assert {k: times_on[k] for k in shared} == {k: times_off[k] for k in shared}
     assert on == off
+
+
+def _refusal_plan(refused_at: tuple[int, ...], n: int = 8) -> tuple[tuple, tuple]:
+    """``n`` segments of three classes (a gather plan's rows and spec triples, a row and its
+    triple made once per class as ``_gather_row`` makes them): segments ``refused_at`` of a
+    class whose TP collective outlasts its compute beside it (``segment_then`` refuses it),
+    the others of two classes whose TP fits."""
+    bad_row, bad_t = (1.0, 1.0, 2.0, 0.5, 0.0, False), (None, None, 1.0)
+    ok_rows = [((1.0, c, 1.0, 0.5, 0.0, True), (None, None, 0.0)) for c in (3.0, 4.0)]
+    pairs = [(bad_row, bad_t) if i in refused_at else ok_rows[i % 2] for i in range(n)]
+    return tuple(r for r, _ in pairs), tuple(t for _, t in pairs)
+
+
+@pytest.mark.parametrize("refused_at", [(), (0,), (0, 3), (2, 5, 6), (7,)])
+def test_last_refused_asks_once_per_class(
+    refused_at: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_chain_after``'s refusal (issue 27, session 26): the last segment whose TP is not in
+    its task is the one the per-segment test finds, with ``segment_then`` asked once per class
+    of ``_chain_classes`` (a class's segments share their row and triple), not per segment."""
+    rows, specs = _refusal_plan(refused_at)
+    low = SimpleNamespace(_chain_classes_memo={}, SHARED_CLASSES=True, op_tasks=True,
+                          tp_overlap=True)  # fmt: skip
+    low._chain_classes = lambda r, t: HiddenCollectives._chain_classes(low, r, t)
+    asked: list[float] = []
+    then = lower_chains.segment_then
+
+    def counted(ot: bool, ov: bool, c_s: float, tp_s: float, tail: float) -> Any:
+        asked.append(c_s)
+        return then(ot, ov, c_s, tp_s, tail)
+
+    reference = [i for i, (r, t) in enumerate(zip(rows, specs, strict=True))
+                 if then(True, True, r[1], r[2], t[2]) is None]  # fmt: skip
+    monkeypatch.setattr(lower_chains, "segment_then", counted)
+    got = HiddenCollectives._last_refused(low, rows, specs)  # type: ignore[arg-type]
+    assert got == (reference[-1] if reference else -1)
+    classes = len({id(r) for r in rows})
+    assert len(asked) == len(HiddenCollectives._chain_classes(low, rows, specs)[0]) == classes

@@ -51,24 +51,41 @@ CASES: dict[str, tuple[dict, bool]] = {
 }
 
 
+def _pair_classes(rows: Any, specs: Any) -> tuple[list[int], list[int]]:
+    """The classes of ``rows`` and ``specs`` by both objects of each segment (the key
+    ``_chain_classes`` read before session 26, which reads the row object alone)."""
+    seen: dict[tuple[int, int], int] = {}
+    index = [seen.setdefault((id(r), id(t)), len(seen)) for r, t in zip(rows, specs, strict=True)]
+    return [index.index(j) for j in range(len(seen))], index
+
+
 def _run(
     name: str, monkeypatch: pytest.MonkeyPatch, shared: bool, direct: bool = True
 ) -> tuple[Any, list, list]:
     """Case ``name``'s report, every ``_chain_items`` answer (in call order) and per
-    ``_chain_classes`` call the ids of its rows and specs, chunks built afresh, with
-    ``SHARED_CLASSES`` at ``shared`` and ``CHAIN_DIRECT`` at ``direct``."""
+    ``_chain_classes`` call made within ``_chain_items`` the ids of its rows and specs
+    (``_chain_after``'s refusal reads the classes whatever ``CHAIN_DIRECT``), chunks built
+    afresh, with ``SHARED_CLASSES`` at ``shared`` and ``CHAIN_DIRECT`` at ``direct``."""
     sc = Scenario.from_dict({**BASE, **CASES[name][0]})
     answers: list[Any] = []
     calls: list[tuple[int, int]] = []
     items, classes = HiddenCollectives._chain_items, HiddenCollectives._chain_classes
+    inside = [0]
 
     def record(self, *a: Any) -> Any:  # type: ignore[no-untyped-def]
-        answers.append(items(self, *a))
+        inside[0] += 1
+        try:
+            answers.append(items(self, *a))
+        finally:
+            inside[0] -= 1
         return answers[-1]
 
     def record_classes(self, rows: Any, specs: Any) -> Any:  # type: ignore[no-untyped-def]
-        calls.append((id(rows), id(specs)))
-        return classes(self, rows, specs)
+        if inside[0]:
+            calls.append((id(rows), id(specs)))
+        got = classes(self, rows, specs)
+        assert got == _pair_classes(rows, specs)  # the row object stands for its triple
+        return got
 
     with monkeypatch.context() as m:
         m.setattr(HiddenCollectives, "SHARED_CLASSES", shared)
@@ -121,6 +138,9 @@ def test_classes_are_kept_per_rows_object(shared: bool) -> None:
     again = classes(low, rows1, (t2, u2, t2))
     assert again == first
     assert (again is first) == shared
+    # classes are objects, not values: an equal row made apart is a class of its own
+    a2 = tuple([1.0])
+    assert classes(low, (a, a2, a), (t, u, t)) == ([0, 1], [0, 1, 0])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
