@@ -31,6 +31,7 @@ general recurrence.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from perfmodel.parallel.taskgraph import (
@@ -68,6 +69,11 @@ from perfmodel.parallel.taskgraph import (
 #: the same early marks have been filled: :func:`_early_mark` writes floats where an entry
 #: no dependency read yet holds ``None``.
 ChainEntry = list[Any]
+
+#: When each stream is next free (seconds), per device and stream name: the list schedule's
+#: stream state (``engine._list_schedule``), a dictionary per device so that a task's stream is
+#: found by its two strings (no ``(device, stream)`` tuple made, hashed and compared per task).
+Free = defaultdict[str, dict[str, float]]
 
 #: ``divmod(x, SENT)`` of an encoded dependency less its base (``CHAIN``, ``HEAD``) is ``(x >>
 #: SHIFT, x & LOW)``: ``SENT`` is a power of two (``tests/sim/test_dependency_kinds.py``).
@@ -121,7 +127,7 @@ def _encoded_end(
 def _chain(
     t: ChainTask,
     s: float,
-    free: dict[tuple[str, str], float],
+    free: Free,
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
@@ -159,10 +165,10 @@ def _chain(
     if flat is None or not FLAT_CHAINS:  # hidden gather runs, or a then_s of more than one piece
         return _chain_runs(t, s, free, two0, one0, chains, busy)
     dev = t.device
-    gk = (dev, static.gather_stream)
-    fg = fg0 = free.get(gk, 0.0)  # fg0 ... one0: what the rows start from (chain_rows)
-    rk = (dev, static.reduce_stream)
-    fr = fr0 = free.get(rk, 0.0)
+    fd = free[dev]
+    gk, rk = static.gather_stream, static.reduce_stream
+    fg = fg0 = fd.get(gk, 0.0)  # fg0 ... one0: what the rows start from (chain_rows)
+    fr = fr0 = fd.get(rk, 0.0)
     two, one = two0, one0  # then each first compute's end
     ce = s
     b = 0.0 if busy is None else busy.get(dev, 0.0)
@@ -189,9 +195,9 @@ def _chain(
             b = b + ce - cs
             two = one
             one = h
-    free[gk] = fg
+    fd[gk] = fg
     if static.reducing:
-        free[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
+        fd[rk] = fr  # after the gather stream's, as _chain_runs (the streams differ anyway)
     # marks 0 .. n - 3 left None (made by _early_mark where read), n - 2 and n - 1 the last
     # two h, mark n, then what the rows start from: the kept layout, as long
     n = len(flat)
@@ -284,7 +290,7 @@ def chain_rows(static: ChainStatic, entry: ChainEntry) -> list[tuple[float, ...]
 def _chain_runs(
     t: ChainTask,
     s: float,
-    free: dict[tuple[str, str], float],
+    free: Free,
     two: float,
     one: float,
     chains: dict[int, ChainEntry],
@@ -306,10 +312,11 @@ def _chain_runs(
     segs, g_stream, r_stream = static.items, static.gather_stream, static.reduce_stream
     reducing = static.reducing
     dev = t.device
-    gk, rk, lk = (dev, g_stream), (dev, r_stream), (dev, "grad-lead")
-    fg = free.get(gk, 0.0)
-    fr = free.get(rk, 0.0)
-    fl = free.get(lk, 0.0)
+    fd = free[dev]
+    gk, rk, lk = g_stream, r_stream, "grad-lead"
+    fg = fd.get(gk, 0.0)
+    fr = fd.get(rk, 0.0)
+    fl = fd.get(lk, 0.0)
     marks: list[float] = []
     rows: list[tuple[float, ...]] = []
     ce = s
@@ -359,10 +366,10 @@ def _chain_runs(
         bs = bs + e - cs
         ce = e
     marks.append(fr)
-    free[gk] = fg
+    fd[gk] = fg
     if reducing:
-        free[rk] = fr
-        free[lk] = fl  # unchanged without runs: the value a later read would get
+        fd[rk] = fr
+        fd[lk] = fl  # unchanged without runs: the value a later read would get
     marks.append(rows)  # type: ignore[arg-type]
     chains[t.tid] = marks
     if busy is not None:

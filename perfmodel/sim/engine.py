@@ -42,6 +42,7 @@ from perfmodel.parallel.taskgraph import (
     HEAD,
     SENT,
     CommSpec,
+    OverTask,
     Task,
     TaskGraph,
 )
@@ -49,6 +50,7 @@ from perfmodel.sim.chains import (
     LOW,
     SHIFT,
     ChainEntry,
+    Free,
     _chain,
     _dep_end,
     _early_mark,
@@ -612,8 +614,10 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     n = len(graph.tasks)
     start = [0.0] * n
     end = [0.0] * n
-    free: dict[tuple[str, str], float] = {}
-    free_get = free.get
+    # when each stream is next free, per device then stream (chains.Free): two lookups by
+    # string a task where a (device, stream) key tuple was made, hashed and compared with the
+    # stored one (another object: ~0.5 us a task, ~10% of the loop)
+    free: Free = defaultdict(dict)
     tasks = graph.tasks
     chains: dict[int, ChainEntry] = {}
     overs: dict[int, float] = {}
@@ -624,8 +628,8 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
     busy_get = busy.get
     for t in tasks:
         dev, stream = t.device, t.stream
-        key = (dev, stream)
-        s = free_get(key, 0.0)
+        fd = free[dev]
+        s = fd.get(stream, 0.0)
         # every dependency's end: chains._dep_end's cases inline (a call per dependency cost
         # 20% more here: 1.10-1.13 ms against 0.91-0.93 ms, megatron's 3,105-task dp8 tp16 pp8
         # GPT-3 graph, 7,436 dependencies); _chain_mode's loop repeats them. No chain's mark
@@ -658,14 +662,21 @@ def _list_schedule(graph: TaskGraph) -> Timeline:
             )
         start[tid] = s
         e = s + t.duration_s
-        over = t.over is not None
+        over = False
         if then:  # an operation task: its segments' TP collectives and computes that follow
-            if over:  # its first TP collective beside it, the longer (OverTask)
+            # an OverTask (its first TP collective beside it, the longer): the one class whose
+            # over is set (GraphBuilder.add makes one only given it); t.over of any other task
+            # is a class attribute, read by the generic lookup, so the type is tested
+            if type(t) is OverTask:
+                over = True
                 e = _over(t, e, free, start, end, tasks, chains, overs)
-            for x in then:
-                e += x
+            if len(then) == 1:  # most operation tasks: the same addition, no iterator
+                e += then[0]
+            else:
+                for x in then:
+                    e += x
         end[tid] = e
-        free[key] = e
+        fd[stream] = e
         if stream == "compute":  # as _compute_busy adds them: an OverTask's compute pieces
             if over:
                 busy[dev] = over_busy(busy_get(dev, 0.0), t, s, e, overs[tid])
@@ -679,7 +690,7 @@ def _chain_mode(
     i0: int,
     start: list[float],
     end: list[float],
-    free: dict[tuple[str, str], float],
+    free: Free,
     chains: dict[int, ChainEntry],
     overs: dict[int, float],
     busy: dict[str, float],
@@ -694,10 +705,10 @@ def _chain_mode(
     read every chain's segments again."""
     tasks = graph.tasks
     get = busy.get
-    free_get = free.get
     for t in tasks[i0:]:
-        key = (t.device, t.stream)
-        s = free_get(key, 0.0)
+        dev, stream = t.device, t.stream
+        fd = free[dev]
+        s = fd.get(stream, 0.0)
         # _list_schedule's dependency loop, the same cases (chains._dep_end's, inline; a new
         # encoding goes in all four: tests/sim/test_dependency_kinds.py)
         for d in t.deps:
@@ -718,32 +729,37 @@ def _chain_mode(
         tid = t.tid
         then = t.then_s
         if then is CHAIN_MARK:  # a gather chain: its fine tasks' recurrence
-            mine = busy if t.stream == "compute" else None
+            mine = busy if stream == "compute" else None
             s, e = _chain(t, s, free, start, end, tasks, chains, mine)  # type: ignore[arg-type]
             start[tid] = s
             end[tid] = e
-            free[key] = e
+            fd[stream] = e
             continue
         start[tid] = s
         e = s + t.duration_s
+        over = False
         if then:
-            if t.over is not None:  # an OverTask, as _list_schedule runs it
+            if type(t) is OverTask:  # as _list_schedule tests and runs it
+                over = True
                 e = _over(t, e, free, start, end, tasks, chains, overs)
-            for x in then:
-                e += x
-        end[tid] = e
-        free[key] = e
-        if t.stream == "compute":
-            if t.over is not None:  # its compute-stream pieces, as _compute_busy adds them
-                busy[t.device] = over_busy(get(t.device, 0.0), t, s, e, overs[tid])
+            if len(then) == 1:
+                e += then[0]
             else:
-                busy[t.device] = get(t.device, 0.0) + e - s
+                for x in then:
+                    e += x
+        end[tid] = e
+        fd[stream] = e
+        if stream == "compute":
+            if over:  # its compute-stream pieces, as _compute_busy adds them
+                busy[dev] = over_busy(get(dev, 0.0), t, s, e, overs[tid])
+            else:
+                busy[dev] = get(dev, 0.0) + e - s
 
 
 def _over(
     t: Task,
     e: float,
-    free: dict[tuple[str, str], float],
+    free: Free,
     start: list[float],
     end: list[float],
     tasks: tuple[Task, ...],
@@ -756,8 +772,8 @@ def _over(
     end), and the exposed tail (``then_s[0]``) when both have ended, as the three tasks it
     stands for ran (``lower_replay.OperationReplay.over_op`` says why bit for bit)."""
     stream, tp_s = t.over  # type: ignore[misc]
-    key = (t.device, stream)
-    s = free.get(key, 0.0)
+    fd = free[t.device]
+    s = fd.get(stream, 0.0)
     for d in t.deps:  # a task's or its folded send's end inline, else the one decoder's call
         if d < SENT:  # (~640 OverTasks in Megatron-Core's dp2 tp32 pp16 GPT-3 short schedule)
             x = end[d]
@@ -769,7 +785,7 @@ def _over(
             s = x
     overs[t.tid] = s
     f = s + tp_s
-    free[key] = f
+    fd[stream] = f
     return f if f > e else e
 
 

@@ -20,6 +20,8 @@ of hidden gather runs or of a several-piece ``then_s``, which ``_chain_runs`` is
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -98,27 +100,27 @@ def _reference(graph: TaskGraph) -> tuple[list[float], list[float], dict[int, fl
     tasks = graph.tasks
     n = len(tasks)
     start, end = [0.0] * n, [0.0] * n
-    free: dict[tuple[str, str], float] = {}
+    free: sim_chains.Free = defaultdict(dict)  # per device, per stream (what _chain reads)
     chains: dict = {}  # type: ignore[type-arg]
     overs: dict[int, float] = {}
     for t in tasks:
         ends = [_ref_end(d, start, end, tasks, _marks(chains, tasks))
                 for d in t.deps]  # fmt: skip
-        key = (t.device, t.stream)
-        s = max([free.get(key, 0.0), *ends])
+        fd = free[t.device]
+        s = max([fd.get(t.stream, 0.0), *ends])
         if t.then_s is CHAIN_MARK:
             s, e = _ref_chain(t, s, free, start, end, tasks, chains)
         else:
             e = s + t.duration_s
             if type(t) is OverTask:
                 stream, tp_s = t.over
-                cs = overs[t.tid] = max([free.get((t.device, stream), 0.0), *ends])
-                free[(t.device, stream)] = cs + tp_s
+                cs = overs[t.tid] = max([fd.get(stream, 0.0), *ends])
+                fd[stream] = cs + tp_s
                 e = max(e, cs + tp_s)
             for x in t.then_s or ():
                 e += x
         start[t.tid], end[t.tid] = s, e
-        free[key] = e
+        fd[t.stream] = e
     return start, end, overs, _marks(chains, tasks)
 
 
