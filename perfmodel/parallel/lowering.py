@@ -148,10 +148,13 @@ class Chunk:
     segments must not keep it (none is: chunks are built here and in the screens)."""
     layer_ids: Sequence[int] = ()
     """The chunk's layer ids segment by segment in forward order, each segment's ascending
-    (a ``range`` where they are consecutive); ``()`` in the screens' chunks, which have none."""
+    (a ``range`` where they are consecutive, a tuple otherwise: equality compares them as
+    given, and ``range(0, 3) != (0, 1, 2)``); ``()`` in the screens' chunks, which have none."""
     cuts: tuple[int, ...] = ()
     """Where each segment starts in :attr:`layer_ids`, then their end: segment ``k`` holds
-    ``layer_ids[cuts[k] : cuts[k + 1]]`` (:meth:`segment_ids`)."""
+    ``layer_ids[cuts[k] : cuts[k + 1]]`` (:meth:`segment_ids`); ``len(segments) + 1`` entries, or
+    ``()`` with no ids. A chunk made from another with other segments replaces
+    :attr:`layer_ids` and :attr:`cuts` too (the owner broadcasts read them)."""
 
     def segment_ids(self, k: int) -> Sequence[int]:
         """The layer ids of segment ``k`` (``segments[k]``), ascending."""

@@ -301,7 +301,7 @@ def test_first_forward_broadcasts_each_segments_own_layers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With ``overlap_param_gather`` the owners broadcast each bucket's layers before its first
-    forward (``DataParallelMixin.gather``): the ``k``-th broadcast of the first forward lasts
+    forward (``DataParallelEmitters.gather``): the ``k``-th broadcast of the first forward lasts
     :meth:`param_sync_s` of segment ``k``'s layers (``Chunk.segment_ids``; a segment holds
     no ids), and the buckets' broadcasts differ."""
     from fresh_chunks import lowerings
@@ -319,3 +319,29 @@ def test_first_forward_broadcasts_each_segments_own_layers(
     ]
     assert len(want) > 2 and len(set(want)) > 1
     assert got == want
+
+
+def test_stage_end_broadcasts_every_chunk_of_the_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``overlap_param_gather`` the owners broadcast a stage's parameters once after
+    the optimizer (``DataParallelEmitters.finish_stage``): with interleaving a stage holds
+    ``V`` chunks, and the broadcast lasts :meth:`param_sync_s` of every layer of all of them
+    (``Chunk.layer_ids``), not of its first chunk's alone (rev26: no test pinned it)."""
+    from fresh_chunks import lowerings
+
+    sc = _internevo(16, tp=2, pp=2, schedule="interleaved", interleave=2)
+    with monkeypatch.context() as m:
+        (low,) = lowerings(sc, m)
+        step, _ = build_step(sc, resolve(sc))
+    P, V = low.P, low.V
+    assert (P, V) == (2, 2)
+    wait = low.preset.fusion_wait_s
+    for s in range(P):
+        ids = [i for c in range(V) for i in low.chunks[c * P + s].layer_ids]
+        first = list(low.chunks[s].layer_ids)
+        (task,) = [
+            t
+            for t in step.graph.tasks
+            if t.label == "param owner broadcasts" and t.device == low.gpu[s]
+        ]
+        assert task.duration_s == low.param_sync_s(s, ids) + wait
+        assert low.param_sync_s(s, first) != low.param_sync_s(s, ids)
