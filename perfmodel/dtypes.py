@@ -80,24 +80,30 @@ class Precision(str, ParsedEnum, where="--precision", noun="precision"):
     @property
     def activation_bytes(self) -> int:
         """Bytes per stored activation element."""
-        return 4 if self in (Precision.FP32, Precision.TF32) else 2
+        return 4 if self in (PRECISION_FP32, PRECISION_TF32) else 2
 
     @property
     def param_bytes(self) -> int:
         """Bytes per working-copy parameter (the copy used by forward/backward)."""
-        return 4 if self in (Precision.FP32, Precision.TF32) else 2
+        return 4 if self in (PRECISION_FP32, PRECISION_TF32) else 2
 
     @property
     def grad_bytes(self) -> int:
         """Bytes per gradient element of the half-model mixed-precision default (FP32 recipes:
         4; mixed: 2). A training stack's own gradient and reduction bytes (autocast: 4,
         Megatron bf16: 4) are its :class:`perfmodel.parallel.recipe.Recipe`'s."""
-        return 4 if self in (Precision.FP32, Precision.TF32) else 2
+        return 4 if self in (PRECISION_FP32, PRECISION_TF32) else 2
 
     @property
     def mixed(self) -> bool:
         """True when FP32 master weights are kept beside 16/8-bit working copies."""
-        return self not in (Precision.FP32, Precision.TF32)
+        return self not in (PRECISION_FP32, PRECISION_TF32)
+
+
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+PRECISION_FP32 = Precision.FP32
+PRECISION_TF32 = Precision.TF32
 
 
 #: :attr:`Precision.matmul_dtype` of each precision, one table (a hot reader such as

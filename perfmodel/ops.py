@@ -34,6 +34,14 @@ class CollectiveOp(
     SENDRECV = "sendrecv"
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ALLGATHER = CollectiveOp.ALLGATHER
+ALLREDUCE = CollectiveOp.ALLREDUCE
+ALLTOALL = CollectiveOp.ALLTOALL
+REDUCESCATTER = CollectiveOp.REDUCESCATTER
+
+
 def bus_factor(op: CollectiveOp, n: int) -> float:
     """nccl-tests bus-bandwidth factor: ``busbw = algbw * factor``.
 
@@ -45,8 +53,8 @@ def bus_factor(op: CollectiveOp, n: int) -> float:
     """
     if n < 1:
         raise ConfigError(f"group size must be >= 1, got {n}", value=n, where="group")
-    if op is CollectiveOp.ALLREDUCE:
+    if op is ALLREDUCE:
         return 2.0 * (n - 1) / n
-    if op in (CollectiveOp.ALLGATHER, CollectiveOp.REDUCESCATTER, CollectiveOp.ALLTOALL):
+    if op in (ALLGATHER, REDUCESCATTER, ALLTOALL):
         return (n - 1) / n
     return 1.0

@@ -42,6 +42,17 @@ from perfmodel.ops import CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.schema import NodeKind
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ALGO_AUTO = Algorithm.AUTO
+ALGO_HOST = Algorithm.HOST
+ALGO_PS = Algorithm.PS
+ALGO_RING = Algorithm.RING
+ALGO_TREE = Algorithm.TREE
+ALLREDUCE = CollectiveOp.ALLREDUCE
+SENDRECV = CollectiveOp.SENDRECV
+
+
 _ALLOWED: dict[CollectiveOp, tuple[Algorithm, ...]] = {
     CollectiveOp.ALLREDUCE: (
         Algorithm.RING,
@@ -250,14 +261,14 @@ class AnalyticCommModel:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        if algo is not Algorithm.AUTO and algo not in _ALLOWED[o]:
+        if algo is not ALGO_AUTO and algo not in _ALLOWED[o]:
             raise ConfigError(
                 f"algorithm {algo.value!r} does not implement {o.value}; use one of "
                 f"{', '.join(a.value for a in _ALLOWED[o])} or auto",
                 value=algo.value,
                 where="algorithm",
             )
-        if o is CollectiveOp.SENDRECV and len(members) < 2:
+        if o is SENDRECV and len(members) < 2:
             raise ConfigError(
                 "sendrecv needs at least 2 endpoints (source, destination)",
                 value=members,
@@ -265,10 +276,10 @@ class AnalyticCommModel:
             )
         g = self.topology.graph
         cpus = [] if no_cpu else [x for x in members if g.nodes[x]["kind"] is NodeKind.CPU]
-        if cpus and o is not CollectiveOp.SENDRECV:
-            if algo is Algorithm.AUTO and o is CollectiveOp.ALLREDUCE:
-                algo = Algorithm.PS  # a CPU in an all-reduce group is its parameter server
-            elif algo not in (Algorithm.PS, Algorithm.HOST):
+        if cpus and o is not SENDRECV:
+            if algo is ALGO_AUTO and o is ALLREDUCE:
+                algo = ALGO_PS  # a CPU in an all-reduce group is its parameter server
+            elif algo not in (ALGO_PS, ALGO_HOST):
                 raise ConfigError(
                     f"{cpus[0]!r} is a CPU: CPUs take part only as parameter servers (ps), the "
                     f"averaging host (host) or a sendrecv endpoint, not in {o.value}/{algo.value}",
@@ -360,13 +371,13 @@ class AnalyticCommModel:
         self, op: CollectiveOp, m: float, info: GroupInfo, algo: Algorithm
     ) -> CommResult:
         """The analytic result of ``op`` over the group ``info`` describes."""
-        if algo is Algorithm.AUTO:
+        if algo is ALGO_AUTO:
             best = self.nccl.best(op, m, info)
             if best is None:
                 algo = _ALLOWED[op][0]
             else:
                 return self._tuned(op, m, info, best)
-        if algo in (Algorithm.RING, Algorithm.TREE) or algo in CLOSED_FORM_ONLY:
+        if algo in (ALGO_RING, ALGO_TREE) or algo in CLOSED_FORM_ONLY:
             best = self.nccl.best(op, m, info, forced=algo)
             if best is None:
                 env = self.nccl.env

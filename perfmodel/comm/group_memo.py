@@ -33,6 +33,13 @@ from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
 from perfmodel.topology.symmetry import server_symmetry
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ALGO_AUTO = Algorithm.AUTO
+ALLTOALL = CollectiveOp.ALLTOALL
+SENDRECV = CollectiveOp.SENDRECV
+
+
 if TYPE_CHECKING:
     from perfmodel.comm.analytic import CommResult
     from perfmodel.comm.links import DirectedLinks
@@ -693,7 +700,7 @@ class SharedResults:
         """The analytic result of ``o`` of ``m`` bytes over ``members`` (checked; ``no_cpu``:
         all GPUs) with ``algo``: shared where the group's numbers or shape are known, else
         priced on the group's own analysis (and shared from then on)."""
-        by_numbers = no_cpu and (algo is Algorithm.AUTO or algo in BY_GROUP_NUMBERS)
+        by_numbers = no_cpu and (algo is ALGO_AUTO or algo in BY_GROUP_NUMBERS)
         numbers = self._groups.numbers_key(members) if by_numbers else None
         if numbers is not None:
             # a ring pattern or a twin's group met before: its numbers, hence the result
@@ -744,7 +751,7 @@ class SharedResults:
         those numbers (``BY_GROUP_NUMBERS``, as the shared results of :meth:`analytic`);
         else on this group's own analysis."""
         rep = self._representatives.entries.get(numbers)
-        if rep is not None and op not in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+        if rep is not None and op not in (ALLTOALL, SENDRECV):
             res = self._by_reads(op, m, rep, algo) if self.BY_READS else None
             if res is None:
                 res = self._price(op, m, rep, algo)

@@ -41,6 +41,23 @@ from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.ops import CollectiveOp
 from perfmodel.topology import Topology
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ALGO_RING = Algorithm.RING
+ALGO_TREE = Algorithm.TREE
+ALLGATHER = CollectiveOp.ALLGATHER
+ALLREDUCE = CollectiveOp.ALLREDUCE
+ALLTOALL = CollectiveOp.ALLTOALL
+BROADCAST = CollectiveOp.BROADCAST
+REDUCE = CollectiveOp.REDUCE
+REDUCESCATTER = CollectiveOp.REDUCESCATTER
+SENDRECV = CollectiveOp.SENDRECV
+HW_NET = HwClass.NET
+PROTO_LL = Protocol.LL
+PROTO_LL128 = Protocol.LL128
+PROTO_SIMPLE = Protocol.SIMPLE
+
+
 if TYPE_CHECKING:
     from perfmodel.comm.links import DirectedLinks
 
@@ -103,18 +120,14 @@ class NcclChoice:
                 net_path=info.net_path if info.nodes > 1 else None,
             )
         )
-        return (
-            (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
-            if ll128
-            else (Protocol.LL, Protocol.SIMPLE)
-        )
+        return (PROTO_LL, PROTO_LL128, PROTO_SIMPLE) if ll128 else (PROTO_LL, PROTO_SIMPLE)
 
     def _choices(self, op: CollectiveOp, info: GroupInfo) -> Iterator[tuple[Protocol, Algorithm]]:
         """The (protocol, algorithm) pairs of NCCL's ring/tree table: the ring and, for an
         all-reduce, the tree, for every enabled protocol (:meth:`protocols`)."""
         for proto in self.protocols(info, op):
-            for algo in (Algorithm.RING, Algorithm.TREE):
-                if algo is Algorithm.TREE and op is not CollectiveOp.ALLREDUCE:
+            for algo in (ALGO_RING, ALGO_TREE):
+                if algo is ALGO_TREE and op is not ALLREDUCE:
                     continue
                 yield proto, algo
 
@@ -176,7 +189,7 @@ class NcclChoice:
         size threshold they have, applied as in one pass), so a data-parallel all-gather or
         reduce-scatter over one GPU per server with PAT (NCCL >= 2.23) reads the group and
         the release once (issue 27, wave 15b)."""
-        if op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+        if op in (ALLTOALL, SENDRECV):
             return []
         tuner = tuner or self.tuner
         # the entry holds ``info``, so no other object has its id while the entry is kept
@@ -188,7 +201,7 @@ class NcclChoice:
         assert entry[0] is info
         out = []
         plateau_from, plateau_factor = entry[2]
-        ring = Algorithm.RING
+        ring = ALGO_RING
         log_size = -1  # the tree correction's size bucket, found at the first tree choice
         for algo, proto, lat, algbw, bus, plateau in entry[1]:
             if algo is ring:
@@ -256,7 +269,7 @@ class NcclChoice:
     def _other_terms(self, op: CollectiveOp, info: GroupInfo) -> list[Term]:
         """:meth:`_other_candidates` without the size (:meth:`in_switch_terms`, then
         :func:`~perfmodel.comm.nccl_recent.recent_terms`)."""
-        out = self.in_switch_terms(info) if op is CollectiveOp.ALLREDUCE else []
+        out = self.in_switch_terms(info) if op is ALLREDUCE else []
         out.extend(recent_terms(self, op, info))
         return out
 
@@ -283,34 +296,32 @@ class NcclChoice:
         ppn = n / nodes
         sm80 = info.gpu_arch == "ampere"
         reduce_bw = gpu_reduce_Bps(info, self.link_params)
-        reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
+        reduces = op in (ALLREDUCE, REDUCESCATTER, REDUCE)
         out = []
         for proto, algo in self._choices(op, info):
             a = algo.value
             bus = (
-                info.ring_bw_Bps
-                if algo is Algorithm.RING
-                else min(info.intra_bw_Bps, info.inter_bw_Bps)
+                info.ring_bw_Bps if algo is ALGO_RING else min(info.intra_bw_Bps, info.inter_bw_Bps)
             )
             if reduces:
                 bus = min(bus, reduce_bw)
             if sm80:
                 bus = min(bus, P.NCCL_SM80_MAX_BUSBW_Bps)
-            if algo is Algorithm.RING:
-                if proto is Protocol.LL:
-                    multi = nodes > 1 or op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCE)
+            if algo is ALGO_RING:
+                if proto is PROTO_LL:
+                    multi = nodes > 1 or op in (ALLREDUCE, REDUCE)
                     bus *= P.NCCL_RING_LL_FACTOR_ALLREDUCE if multi else P.NCCL_RING_LL_FACTOR_OTHER
-                elif proto is Protocol.LL128:
+                elif proto is PROTO_LL128:
                     bus *= P.NCCL_LL128_FACTOR_ONE_PER_NODE if ppn < 2 else P.NCCL_LL128_FACTOR
                 algbw = bus * n / nsteps
             else:
                 cap = P.NCCL_TREE_MAX_BW_Bps[
-                    ("multi" if nodes > 2 else "few", sm80 and proto is Protocol.LL128)
+                    ("multi" if nodes > 2 else "few", sm80 and proto is PROTO_LL128)
                 ]
                 bus = min(bus * P.NCCL_TREE_BW_FACTOR, cap)
-                if proto is Protocol.LL:
+                if proto is PROTO_LL:
                     bus *= P.NCCL_TREE_LL_FACTOR
-                elif proto is Protocol.LL128:
+                elif proto is PROTO_LL128:
                     bus *= (
                         P.NCCL_TREE_LL128_FACTOR_INTRA
                         if nodes == 1
@@ -318,18 +329,18 @@ class NcclChoice:
                     )
                 algbw = bus * 0.5  # the size's correction: candidates
             intra_lat = P.NCCL_STEP_LATENCY_S[(info.intra_class, a, proto)] + info.alpha_intra_s
-            inter_lat = P.NCCL_STEP_LATENCY_S[(HwClass.NET, a, proto)] + info.alpha_inter_s
-            if nodes > 1 and proto is Protocol.LL:
+            inter_lat = P.NCCL_STEP_LATENCY_S[(HW_NET, a, proto)] + info.alpha_inter_s
+            if nodes > 1 and proto is PROTO_LL:
                 intra_lat *= P.NCCL_LL_MULTINODE_INTRA_LATENCY_FACTOR
             lat = P.NCCL_BASE_LATENCY_S[(a, proto)]
             plateau = False
-            if algo is Algorithm.RING:
-                if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+            if algo is ALGO_RING:
+                if op in (BROADCAST, REDUCE):
                     lat += _chain_latency(P.NCCL_STEP_LATENCY_S, info, proto, nsteps, ninter)
                 else:
                     lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
                 # the size's plateau factor: candidates
-                plateau = proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+                plateau = proto is PROTO_SIMPLE and nodes > 1 and op is ALLREDUCE
             else:
                 lat += 2 * ((ppn - 1) * intra_lat + math.log2(nodes) * inter_lat)
             out.append((algo, proto, lat, algbw, bus, plateau))
@@ -373,7 +384,7 @@ class NcclChoice:
         ll_max = tuner.ll_max_Bps[min(li, len(tuner.ll_max_Bps) - 1)][ni]
         nch = graph_channels(info)
         reduce_bw = gpu_reduce_Bps(info, self.link_params)
-        reduces = op in (CollectiveOp.ALLREDUCE, CollectiveOp.REDUCESCATTER, CollectiveOp.REDUCE)
+        reduces = op in (ALLREDUCE, REDUCESCATTER, REDUCE)
         step = tuner.step_latency_s
         out = []
         for proto, algo in self._choices(op, info):
@@ -387,17 +398,17 @@ class NcclChoice:
             if reduces:
                 bus = min(bus, reduce_bw)
             if algo is Algorithm.RING:
-                if proto is Protocol.LL:
+                if proto is PROTO_LL:
                     bus = min(ll_max, bus * 0.5)
-                elif proto is Protocol.LL128:
+                elif proto is PROTO_LL128:
                     cap = nch * tuner.ring_ll128_max_per_channel_Bps[ai][ni]
                     bus = min(bus * P.NCCL_LL128_FACTOR, cap)
                 algbw = bus * n / nsteps
             else:
                 bus = min(bus * tuner.tree_bw_factor, nch * tuner.tree_max_per_channel_Bps[ai][ni])
-                if proto is Protocol.LL:
+                if proto is PROTO_LL:
                     bus = min(bus * P.NCCL_TREE_LL_FACTOR, ll_max)
-                elif proto is Protocol.LL128:
+                elif proto is PROTO_LL128:
                     factor = P.NCCL_TREE_LL128_FACTOR_INTRA if nodes == 1 else 120.0 / 128.0
                     bus = min(bus * factor, nch * tuner.tree_ll128_max_per_channel_Bps[ai][ni])
                 algbw = bus * 0.5  # the size's correction: candidates
@@ -407,13 +418,13 @@ class NcclChoice:
             lat = tuner.base_latency_s[(a, proto)]
             plateau = False
             if algo is Algorithm.RING:
-                if op in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+                if op in (CollectiveOp.BROADCAST, REDUCE):
                     lat += _chain_latency(step, info, proto, nsteps, ninter)
                 else:
                     if nodes > 1:
                         intra_lat = max(intra_lat, tuner.overhead_s(self.cpu_vendor, proto))
                     lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
-                plateau = proto is Protocol.SIMPLE and nodes > 1 and op is CollectiveOp.ALLREDUCE
+                plateau = proto is PROTO_SIMPLE and nodes > 1 and op is ALLREDUCE
             else:
                 lat += 2 * ((ppn - 1) * intra_lat + (nodes.bit_length() - 1) * inter_lat)
             out.append((algo, proto, lat, algbw, bus, plateau))
@@ -445,7 +456,7 @@ class NcclChoice:
             if bus > 0:
                 algbw = bus * n / (2 * (n - 1))
                 lat = P.NCCL227_NVLS_LATENCY_S
-                out.append((Algorithm.NVLS, Protocol.SIMPLE, lat, algbw, bus, False))
+                out.append((Algorithm.NVLS, PROTO_SIMPLE, lat, algbw, bus, False))
         fabric = self.topology.fabric
         if info.nodes > 1 and fabric is not None and fabric.sharp and info.gpus:
             ppn = info.local
@@ -459,7 +470,7 @@ class NcclChoice:
                 + P.NCCL_COLLNET_NET_LATENCY_S
             )  # fmt: skip
             if algbw > 0 and math.isfinite(algbw):
-                out.append((Algorithm.COLLNET, Protocol.SIMPLE, lat, algbw, bus, False))
+                out.append((Algorithm.COLLNET, PROTO_SIMPLE, lat, algbw, bus, False))
         return out
 
     def chain_time(
@@ -509,11 +520,11 @@ class NcclChoice:
         LL128): 127 network hops of 4 us + 614,400 B at 46/8 GB/s (107 us) and 896 NVLink hops of
         1.9 us fill the chain, 16 ms that the tuner's 4 ms latency leaves out.
         """
-        if algo is Algorithm.RING:
+        if algo is ALGO_RING:
             # NCCL's P2P transport: each rank's local ring copy, serial with the link steps of
             # the channel's thread block (perfmodel.comm.p2p_read; 0 for broadcast, reduce)
             t += ring_copy_s(info, op, m, info.n, proto) or 0.0
-        if algo is not Algorithm.RING or op not in (CollectiveOp.BROADCAST, CollectiveOp.REDUCE):
+        if algo is not ALGO_RING or op not in (BROADCAST, REDUCE):
             return t, lat
         nch = max(1, len(info.channels))
         inter_channel_Bps = info.inter_bw_Bps / nch
@@ -543,7 +554,7 @@ class NcclChoice:
             proto,
             base_s=self.tuner.base_latency_s[("ring", proto)],
             intra_step_s=step[(hw_intra, "ring", proto)] + info.alpha_intra_s,
-            inter_step_s=step[(HwClass.NET, "ring", proto)] + info.alpha_inter_s,
+            inter_step_s=step[(HW_NET, "ring", proto)] + info.alpha_inter_s,
             intra_channel_Bps=info.intra_bw_Bps / nch,
             inter_channel_Bps=inter_channel_Bps,
         )
@@ -612,9 +623,9 @@ def _ring_steps(op: CollectiveOp, n: int, nodes: int) -> tuple[int, int]:
     """NCCL's ring steps of ``op`` over ``n`` ranks on ``nodes`` servers and how many of them
     cross servers: all-reduce ``2 (n - 1)``, reduce-scatter / all-gather ``n - 1``, broadcast /
     reduce ``n`` (``src/graph/tuning.cc``, ``nsteps`` and ``nInterSteps``)."""
-    if op is CollectiveOp.ALLREDUCE:
+    if op is ALLREDUCE:
         return 2 * (n - 1), 2 * (nodes - 1)
-    if op in (CollectiveOp.REDUCESCATTER, CollectiveOp.ALLGATHER):
+    if op in (REDUCESCATTER, ALLGATHER):
         return n - 1, nodes - 1
     return n, nodes
 
@@ -632,7 +643,7 @@ def _chain_latency(
     hop = step[
         (
             HwClass.NET if info.nodes > 1 else info.intra_class,
-            "tree" if proto is Protocol.SIMPLE else "ring",
+            "tree" if proto is PROTO_SIMPLE else "ring",
             proto,
         )
     ]

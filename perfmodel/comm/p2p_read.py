@@ -77,6 +77,11 @@ from perfmodel.comm.tuner import (
 )
 from perfmodel.ops import CollectiveOp
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+PROTO_SIMPLE = Protocol.SIMPLE
+
+
 #: CUDA compute capability of NCCL's P2P read mode (``paths.cc``: ``cudaCompCap == 80``).
 READ_MODE_CAPABILITY = (8, 0)
 
@@ -235,6 +240,6 @@ def ring_copy_s(
     NCCL makes it (the Simple protocol over a P2P path inside one server, ``info.p2p``; 0 for
     a broadcast or reduce), ``None`` where it makes none. The one rule the analytic chain time
     and the flow replay both add."""
-    if proto is not Protocol.SIMPLE or info.p2p is None or info.nodes != 1:
+    if proto is not PROTO_SIMPLE or info.p2p is None or info.nodes != 1:
         return None
     return local_copy_s(op, message_bytes, ranks, info.gpu_memory_Bps, info.p2p)

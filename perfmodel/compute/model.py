@@ -68,6 +68,21 @@ from .attention import AttentionEfficiency, attention_efficiency, ring_attention
 from .gemm import GemmEfficiency, gemm_efficiency, gemm_roofline_time
 from .params import FP8_GEMM_OUTPUT_BYTES, HOST_LAUNCH_SHARE, ComputeParams
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+BOUND_COMPUTE = Bound.COMPUTE
+BOUND_MEMORY = Bound.MEMORY
+DTYPE_FP32 = DType.FP32
+DTYPE_FP8 = DType.FP8
+DTYPE_TF32 = DType.TF32
+ROLE_EXPERT = ExpertRole.EXPERT
+LAYER_ATTENTION = LayerKind.ATTENTION
+LAYER_CONV = LayerKind.CONV
+LAYER_LINEAR = LayerKind.LINEAR
+LAYER_MATMUL = LayerKind.MATMUL
+OPTIMIZER_LAMB = Optimizer.LAMB
+
+
 #: Ratio ``fwd_flop / (2 m n k batch)`` of a fused-attention layer below which its mask is taken
 #: as causal (:func:`attention_shape`): a full mask gives ``(d + d_v) / d`` (2 for ``d_v = d``,
 #: 1.67 for DeepSeek's MLA ``d = 192, d_v = 128``), a causal one half that (1, 0.83).
@@ -426,7 +441,7 @@ class ComputeModel:
         p = self._params
         launch = kernels * p.kernel_launch_s
         if flop <= 0 and nbytes <= 0:
-            return 0.0, Bound.MEMORY, None
+            return 0.0, BOUND_MEMORY, None
         if gemm is None:
             t_c = self._scalar_time(flop)
             eff = None
@@ -439,7 +454,7 @@ class ComputeModel:
             factor = eff.efficiency * (p.conv_efficiency if conv else 1.0) * rate_multiplier
             t_c = flop / (self._peak(dtype) * factor)
         t_m = nbytes / self._mem_Bps  # _mem_time
-        bound = Bound.COMPUTE if t_c >= t_m else Bound.MEMORY
+        bound = BOUND_COMPUTE if t_c >= t_m else BOUND_MEMORY
         return self._combine(t_c, t_m, None if conv else gemm, dtype) + launch, bound, eff
 
     def _combine(self, t_c: float, t_m: float, gemm: GemmShape | None, dtype: DType) -> float:
@@ -460,7 +475,7 @@ class ComputeModel:
         Convolutions are exempt: cuDNN pads odd channel counts.
         """
         g = layer.gemm
-        if g is None or layer.kind not in (LayerKind.LINEAR, LayerKind.MATMUL):
+        if g is None or layer.kind not in (LAYER_LINEAR, LAYER_MATMUL):
             return 1.0
         return self.params.alignment_factor(dtype, g.n, g.k)
 
@@ -512,9 +527,9 @@ class ComputeModel:
         dtype = layer_matmul_dtype(layer, prec)
         p = self._params
         g = layer.gemm
-        conv = layer.kind is LayerKind.CONV
-        if conv and dtype is DType.FP32 and p.fp32_conv_tf32 and DType.TF32 in p.peak_flops:
-            dtype = DType.TF32  # cuDNN's TF32 convolutions (PyTorch's default; matmuls stay FP32)
+        conv = layer.kind is LAYER_CONV
+        if conv and dtype is DTYPE_FP32 and p.fp32_conv_tf32 and DTYPE_TF32 in p.peak_flops:
+            dtype = DTYPE_TF32  # cuDNN's TF32 convolutions (PyTorch's default; matmuls stay FP32)
         wino = self._winograd(layer, dtype) if conv else 1.0
         align = self._alignment(layer, dtype)
         cast_w, cast_in_bytes, cast_w_kernels = _autocast_casts(layer, prec, p)
@@ -523,19 +538,19 @@ class ComputeModel:
             layer = replace(
                 layer, fwd_bytes=layer.fwd_bytes * scale, bwd_bytes=layer.bwd_bytes * scale
             )
-        fp8_rates = self._fp8_rates(layer, dtype) if dtype is DType.FP8 else _NO_FP8_RATES
+        fp8_rates = self._fp8_rates(layer, dtype) if dtype is DTYPE_FP8 else _NO_FP8_RATES
         kernels_fwd = max(layer.kernels, 1)
         transpose_s = 0.0
         if conv and p.conv_layout == "nchw" and self._uses_tc(dtype):
             io_bytes = max(layer.fwd_bytes - layer.params * prec.param_bytes, 0.0)
             transpose_s = self._mem_time(2.0 * io_bytes) + 2 * p.kernel_launch_s
         host = p.host_dispatch_s
-        if layer.kind is LayerKind.ATTENTION and g is not None:
+        if layer.kind is LAYER_ATTENTION and g is not None:
             return self._fused_attention_time(layer, dtype)
         # routed experts: the grouped GEMM's per-expert launches (perfmodel.compute.grouped)
         grouped = (
-            layer.expert_role is ExpertRole.EXPERT
-            and layer.kind is LayerKind.LINEAR
+            layer.expert_role is ROLE_EXPERT
+            and layer.kind is LAYER_LINEAR
             and g is not None
             and g.batch > 1
         )
@@ -565,7 +580,7 @@ class ComputeModel:
         bytes_w = layer.bwd_bytes - bytes_in
         # FP32 gradients of the 16-bit weight (and bias) copies (ToCopyBackward); the input's
         # gradient is cast back to FP32 after the input-gradient pass
-        if g is not None and layer.kind is LayerKind.MATMUL:
+        if g is not None and layer.kind is LAYER_MATMUL:
             t_in, t_w, host_add = self._bwd_activation_product(layer, dtype, bytes_in, align)
         elif g is not None:
             bp = _BwdPass(dtype, conv, grouped, wino, align, fp8_rates, transpose_s)
@@ -656,7 +671,7 @@ class ComputeModel:
         fwd_gpu = max(t_fc, t_fm) + k_f * p.kernel_launch_s
         bwd_gpu = max(t_bc, self._mem_time(layer.bwd_bytes)) + k_b * p.kernel_launch_s
         fwd, bwd = fwd_gpu, bwd_gpu
-        bound = Bound.COMPUTE if t_fc >= t_fm else Bound.MEMORY
+        bound = BOUND_COMPUTE if t_fc >= t_fm else BOUND_MEMORY
         return LayerTime(
             fwd,
             bwd,
@@ -847,7 +862,7 @@ class ComputeModel:
             m.fwd_s,
             m.bwd_s,
             0.0,
-            Bound.COMPUTE,
+            BOUND_COMPUTE,
             host_bound=(k_f + k_b) * host > m.fwd_s + m.bwd_s,
             host_s=(k_f + k_b) * host,
             host_fwd_s=k_f * host,
@@ -955,7 +970,7 @@ class ComputeModel:
         g = prec.grad_bytes if grad_bytes is None else grad_bytes
         if working_copy_bytes is None:
             working_copy_bytes = prec.param_bytes if prec.mixed else 0
-        if opt is Optimizer.LAMB:  # torch.optim has no LAMB: apex / DeepSpeed FusedLAMB
+        if opt is OPTIMIZER_LAMB:  # torch.optim has no LAMB: apex / DeepSpeed FusedLAMB
             impl = OptimizerImpl.FUSED
         per_param = optimizer_bytes_per_param(
             opt.state_bytes_per_param // 4,
@@ -966,7 +981,7 @@ class ComputeModel:
             weight_bytes=weight_bytes,
         )
         per_param += clip.bytes_per_param(g)
-        if opt is Optimizer.LAMB:  # per-layer norms of weights and updates: one more read pass
+        if opt is OPTIMIZER_LAMB:  # per-layer norms of weights and updates: one more read pass
             per_param += 8
         return self._mem_time(float(params) * per_param) + 2 * self.params.kernel_launch_s
 

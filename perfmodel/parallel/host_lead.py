@@ -20,6 +20,11 @@ from perfmodel.workload.layers import (
     LayerCost,
 )
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+RECOMPUTE_FULL = Recompute.FULL
+RECOMPUTE_SELECTIVE = Recompute.SELECTIVE
+
 
 def step_kernels(layer: LayerCost) -> int:
     """Kernel launches of one layer in one forward + backward pass.
@@ -83,9 +88,9 @@ def issue_times(
                 continue
         runs = block_runs(ch.layers, costs)
         key: tuple[object, ...] = tuple((rk, n) for _, rk, n in runs)
-        if recompute is Recompute.FULL:
+        if recompute is RECOMPUTE_FULL:
             key += tuple(tuple(la.block is None for la in unit) for unit, _, _ in runs)
-        elif recompute is Recompute.SELECTIVE:
+        elif recompute is RECOMPUTE_SELECTIVE:
             key += tuple(tuple(selective_share(la) for la in unit) for unit, _, _ in runs)
         t = memo.get(key)
         if t is None:
@@ -95,9 +100,9 @@ def issue_times(
                 for layer in unit:
                     f, b = host_of(layer)
                     u += f + b
-                    if recompute is Recompute.FULL and layer.block is not None:
+                    if recompute is RECOMPUTE_FULL and layer.block is not None:
                         u += f
-                    elif recompute is Recompute.SELECTIVE:
+                    elif recompute is RECOMPUTE_SELECTIVE:
                         u += f * selective_share(layer)
                 t = u if n == 1 else t + n * u
             memo[key] = t
@@ -152,9 +157,9 @@ def issue_lead(
                 if phase == "F":
                     h, g = fh, f
                 else:
-                    if recompute is Recompute.FULL:
+                    if recompute is RECOMPUTE_FULL:
                         r = 1.0 if layer.block is not None else 0.0
-                    elif recompute is Recompute.SELECTIVE:
+                    elif recompute is RECOMPUTE_SELECTIVE:
                         r = selective_share(layer)
                     else:
                         r = 0.0

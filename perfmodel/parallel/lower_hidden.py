@@ -38,6 +38,14 @@ from perfmodel.parallel.taskgraph import (
     piece_end,
 )
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ALLGATHER = CollectiveOp.ALLGATHER
+COMM_ZERO = CommKind.ZERO
+TASK_COLLECTIVE = TaskKind.COLLECTIVE
+TASK_COMPUTE = TaskKind.COMPUTE
+
+
 #: A bucketed backward with its gradient reductions summarised
 #: (:meth:`HiddenCollectives.hidden_backward`): compute seconds, TP seconds, the lead's seconds
 #: (``kappa``), the reductions' summed seconds (fusion waits included) and bytes.
@@ -270,21 +278,17 @@ class HiddenCollectives(GatherChains):
         add, gpu = self.b.add, self.gpu[s]
         label = f"B{mb}.c{c}" if self.V > 1 else f"B{mb}"
         # positional: label, microbatch, chunk
-        a = add(TaskKind.COMPUTE, gpu, "compute", 0.0, deps, label, mb, k)  # starts at a
-        tid = add(TaskKind.COMPUTE, gpu, "compute", comp_s, [a], label, mb, k)
+        a = add(TASK_COMPUTE, gpu, "compute", 0.0, deps, label, mb, k)  # starts at a
+        tid = add(TASK_COMPUTE, gpu, "compute", comp_s, [a], label, mb, k)
         out = [tid]
         if tp_s > 0:
             if self.tp_overlap:  # beside the compute, within it
-                out.append(
-                    add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [a], f"TP B{mb}", mb, k)
-                )
+                out.append(add(TASK_COLLECTIVE, gpu, self.tp_stream, tp_s, [a], f"TP B{mb}", mb, k))
             else:  # after it on the compute stream
-                out = [
-                    add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], f"TP B{mb}", mb, k)
-                ]
-        lead = add(TaskKind.COMPUTE, gpu, "grad-lead", lead_s, [a], f"grad lead {k}", mb, k)
+                out = [add(TASK_COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], f"TP B{mb}", mb, k)]
+        lead = add(TASK_COMPUTE, gpu, "grad-lead", lead_s, [a], f"grad lead {k}", mb, k)
         spec = self.dp_spec(s, self._grad_op(), nbytes)
-        g = add(TaskKind.COLLECTIVE, gpu, self.rc.grad_comm.stream, red_s, [lead],
+        g = add(TASK_COLLECTIVE, gpu, self.rc.grad_comm.stream, red_s, [lead],
                 f"grad {k} (summarised)", -1, -1, spec)  # fmt: skip
         self.comm_dur[g] = red_s
         self.grad_comm[s].append(g)
@@ -454,8 +458,8 @@ class HiddenCollectives(GatherChains):
         lowering by them (``_rows``: a stack's segments repeat with every block)."""
         wait = self.preset.fusion_wait_s
         gather_bytes = seg.params * self.rc.gather_bytes  # parameters x bytes per parameter
-        g = self.dp_time(s, CollectiveOp.ALLGATHER, gather_bytes) + wait
-        g_spec = self.dp_spec(s, CollectiveOp.ALLGATHER, gather_bytes, CommKind.ZERO)
+        g = self.dp_time(s, ALLGATHER, gather_bytes) + wait
+        g_spec = self.dp_spec(s, ALLGATHER, gather_bytes, COMM_ZERO)
         if phase == "F":
             dur = self.slowed(seg.fwd_s, g) if slow else seg.fwd_s
             tp_s, rs_s = seg.tp_fwd_s, seg.tp_rs_fwd_s
@@ -522,11 +526,11 @@ class HiddenCollectives(GatherChains):
             i1 = starts.get(si)
             if i1 is None:  # as the fine loop: gather(), segment(), reduce_gradients()
                 g_s, g_spec, c_s, then, tp_s, tail, red_s, r_spec, ag_suffix, g_label = fine[si]
-                ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1],
+                ag = add(TASK_COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1],
                          ag_label + ag_suffix, -1, -1, g_spec)  # fmt: skip
                 comm_dur[ag] = g_s
                 sd = [*tids, ag]
-                tid = add(TaskKind.COMPUTE, gpu, "compute", c_s, sd, label, mb, k, None, then)
+                tid = add(TASK_COMPUTE, gpu, "compute", c_s, sd, label, mb, k, None, then)
                 if then is not None:  # one operation task, its compute's end the anchor
                     if c_s > busy[0]:  # type: ignore[index]
                         busy[0] = c_s  # type: ignore[index]
@@ -542,7 +546,7 @@ class HiddenCollectives(GatherChains):
                     tids = self._fine_tp(s, phase, mb, k, tid, sd, tp_s, tail)
                 self.first_seg_done[s] = True
                 if reducing:
-                    g = add(TaskKind.COLLECTIVE, gpu, grad_stream, red_s, tids, g_label, -1, -1,
+                    g = add(TASK_COLLECTIVE, gpu, grad_stream, red_s, tids, g_label, -1, -1,
                             r_spec)  # fmt: skip
                     comm_dur[g] = red_s
                     self.grad_comm[s].append(g)
@@ -591,11 +595,11 @@ class HiddenCollectives(GatherChains):
             return [tid]
         add, gpu, label = self.b.add, self.gpu[s], f"TP {phase}{mb}"
         if not self.tp_overlap:  # after the compute
-            return [add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], label, mb, k)]
+            return [add(TASK_COLLECTIVE, gpu, self.tp_stream, tp_s, [tid], label, mb, k)]
         # beside it, from the same dependencies; the exposed tail after both
-        tids = [tid, add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_s, deps, label, mb, k)]
+        tids = [tid, add(TASK_COLLECTIVE, gpu, self.tp_stream, tp_s, deps, label, mb, k)]
         if tail > 0:
-            tids = [add(TaskKind.COLLECTIVE, gpu, "compute", tail, tids, f"TP tail {phase}{mb}",
+            tids = [add(TASK_COLLECTIVE, gpu, "compute", tail, tids, f"TP tail {phase}{mb}",
                         mb, k)]  # fmt: skip
         return tids
 
@@ -624,7 +628,7 @@ class HiddenCollectives(GatherChains):
         add, gpu, hist = self.b.add, self.gpu[s], self.gather_hist[s]
         g_stream, comm_dur = self.rc.param_gather.stream, self.comm_dur
         g_s, g_spec, *_, ag_suffix, _ = fine[i0]
-        ag = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1], f"AG {phase}{mb}" + ag_suffix,
+        ag = add(TASK_COLLECTIVE, gpu, g_stream, g_s, hist[-2:-1], f"AG {phase}{mb}" + ag_suffix,
                  -1, -1, g_spec)  # fmt: skip
         comm_dur[ag] = g_s
         sd = [*deps, ag]
@@ -633,7 +637,7 @@ class HiddenCollectives(GatherChains):
         # first compute (the fine loop emits it after compute i0 joined the anchors: its
         # anchor, two computes back, is the last anchor now)
         g_s, g_spec, *_, ag_suffix, _ = fine[i0 + 1]
-        nxt = add(TaskKind.COLLECTIVE, gpu, g_stream, g_s, hist[-1:], f"AG {phase}{mb}" + ag_suffix,
+        nxt = add(TASK_COLLECTIVE, gpu, g_stream, g_s, hist[-1:], f"AG {phase}{mb}" + ag_suffix,
                   -1, -1, g_spec)  # fmt: skip
         comm_dur[nxt] = g_s
         tp_pre, comp_a, then, ends_c, ends_b, summary = self._run_sums(plan, s, i0, i1, segs)
@@ -646,26 +650,26 @@ class HiddenCollectives(GatherChains):
             _, _, tp_mid, b_s, tp_last = then
             tp_label = f"TP {phase}{mb}"
             if reducing:  # the run's start, for the reductions' lead
-                head = [add(TaskKind.COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)]
+                head = [add(TASK_COMPUTE, gpu, "compute", 0.0, sd, label, mb, k)]
             if on_compute:  # each TP collective after its compute, on the compute stream
                 prev = head
                 if tp_pre > 0:
-                    prev = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_pre, head, tp_label, mb, k)]
-                a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, prev, label, mb, k)
+                    prev = [add(TASK_COLLECTIVE, gpu, "compute", tp_pre, head, tp_label, mb, k)]
+                a = add(TASK_COMPUTE, gpu, "compute", comp_a, prev, label, mb, k)
                 prev = [a]
                 if tp_mid > 0:
-                    prev = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_mid, prev, tp_label, mb, k)]
-                b = add(TaskKind.COMPUTE, gpu, "compute", b_s, prev, label, mb, k)
+                    prev = [add(TASK_COLLECTIVE, gpu, "compute", tp_mid, prev, tp_label, mb, k)]
+                b = add(TASK_COMPUTE, gpu, "compute", b_s, prev, label, mb, k)
                 out = [b]
                 if tp_last > 0:
-                    out = [add(TaskKind.COLLECTIVE, gpu, "compute", tp_last, [b], tp_label, mb, k)]
+                    out = [add(TASK_COLLECTIVE, gpu, "compute", tp_last, [b], tp_label, mb, k)]
             else:  # TP beside the compute, each within it
-                a = add(TaskKind.COMPUTE, gpu, "compute", comp_a, head, label, mb, k)
-                b = add(TaskKind.COMPUTE, gpu, "compute", b_s, [a], label, mb, k)
+                a = add(TASK_COMPUTE, gpu, "compute", comp_a, head, label, mb, k)
+                b = add(TASK_COMPUTE, gpu, "compute", b_s, [a], label, mb, k)
                 out = [b]
                 tp_all = sum(r[2] for r in plan[0][i0 : i1 + 1])
                 if tp_all > 0:
-                    out.append(add(TaskKind.COLLECTIVE, gpu, self.tp_stream, tp_all, head,
+                    out.append(add(TASK_COLLECTIVE, gpu, self.tp_stream, tp_all, head,
                                    tp_label, mb, k))  # fmt: skip
         # the next gathers' anchors: e_{i1 - 1}, e_{i1}
         if self.gather_every_mb or self.gathers_left[s] > 0:
@@ -698,9 +702,7 @@ class HiddenCollectives(GatherChains):
         breakdown reads each piece where it ran. Returns ``(task, a, b)``: the task's id and
         the dependencies on the ends of ``a`` and ``b``
         (:func:`~perfmodel.parallel.taskgraph.piece_end`), the next gathers' anchors."""
-        tid = self.b.add(
-            TaskKind.COMPUTE, self.gpu[s], "compute", 0.0, deps, label, mb, k, None, then
-        )
+        tid = self.b.add(TASK_COMPUTE, self.gpu[s], "compute", 0.0, deps, label, mb, k, None, then)
         # it occupies the compute stream at least its longest piece (monotone rounding): a
         # compute that long, for fold_send's test
         self.compute_emitted(s, max(then))
@@ -768,8 +770,8 @@ class HiddenCollectives(GatherChains):
         :class:`CommSpec`), the run starting when ``head`` ends."""
         lead_s, red_s, spec = summary
         gpu = self.gpu[s]
-        lead = self.b.add(TaskKind.COMPUTE, gpu, "grad-lead", lead_s, head, f"grad lead {k}", mb, k)
-        g = self.b.add(TaskKind.COLLECTIVE, gpu, stream, red_s, [lead],
+        lead = self.b.add(TASK_COMPUTE, gpu, "grad-lead", lead_s, head, f"grad lead {k}", mb, k)
+        g = self.b.add(TASK_COLLECTIVE, gpu, stream, red_s, [lead],
                        f"grad {k} (summarised)", -1, -1, spec)  # fmt: skip
         self.comm_dur[g] = red_s
         self.grad_comm[s].append(g)

@@ -60,6 +60,14 @@ from perfmodel.parallel.stage_shift import StageShift
 from perfmodel.parallel.taskgraph import SENT, CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
 from perfmodel.workload.layers import LayerCost
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+SENDRECV = CollectiveOp.SENDRECV
+COMM_PP = CommKind.PP
+TASK_COMPUTE = TaskKind.COMPUTE
+TASK_HOST = TaskKind.HOST
+TASK_SENDRECV = TaskKind.SENDRECV
+
 
 class PipelineLowering(
     LoweringShortcuts,
@@ -254,9 +262,7 @@ class PipelineLowering(
                 deps = [*deps, wait]
         label = f"send F{mb}" if stream == "send_fwd" else f"send B{mb}"
         # positional: label, microbatch, chunk, comm (one call per pipeline send)
-        return self.b.add(
-            TaskKind.SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec
-        )
+        return self.b.add(TASK_SENDRECV, self.gpu[s_from], stream, dur, deps, label, mb, k, spec)
 
     def p2p(self, s_from: int, s_to: int, nbytes: float) -> tuple[float, CommSpec]:
         """Seconds and :class:`CommSpec` of :meth:`send`'s transfer of ``nbytes`` from stage
@@ -283,9 +289,7 @@ class PipelineLowering(
                 for d in range(min(pl.dp, max(1, gpn // pl.tp)))
                 for pair in zip(pl.tp_group(d, s_from), pl.tp_group(d, s_to), strict=True)
             ]
-            spec = CommSpec(
-                CollectiveOp.SENDRECV, per_rank, pairs[0], "auto", CommKind.PP, tuple(pairs[1:])
-            )
+            spec = CommSpec(SENDRECV, per_rank, pairs[0], "auto", COMM_PP, tuple(pairs[1:]))
             transfers = getattr(getattr(self.costs, "comm", None), "transfers", None)
             dur = self.stage_shift.send_time(
                 s_from,
@@ -371,7 +375,7 @@ class PipelineLowering(
         segment's TP collective ran beside its compute)."""
         if len(tids) == 1:
             return tids[0]
-        return self.b.add(TaskKind.COMPUTE, self.gpu[s], "compute", 0.0, tids, label="join TP")
+        return self.b.add(TASK_COMPUTE, self.gpu[s], "compute", 0.0, tids, label="join TP")
 
     # ------------------------------------------------------------------ the step
 
@@ -388,7 +392,7 @@ class PipelineLowering(
         host_s = self.host_step_s()
         if host_s > 0:
             self.host_tid = self.b.add(
-                TaskKind.HOST, self.gpu[0], "host", host_s, label="host step / batch split"
+                TASK_HOST, self.gpu[0], "host", host_s, label="host step / batch split"
             )
         self.last_compute = [self.host_tid] * self.P
         issue = self.issue_times()
@@ -400,7 +404,7 @@ class PipelineLowering(
                 pre = [self.host_tid] if self.host_tid >= 0 and s == 0 else []
                 self.lead_s[s] = lead
                 self.lead_tid[s] = self.b.add(
-                    TaskKind.HOST,
+                    TASK_HOST,
                     self.gpu[s],
                     "host",
                     lead,
@@ -737,7 +741,7 @@ class PipelineLowering(
                 if self.lead_tid[s] >= 0:  # the lead is the issue's first part
                     pre = [self.lead_tid[s]]
                 self.issue_tid[s] = self.b.add(
-                    TaskKind.HOST,
+                    TASK_HOST,
                     self.gpu[s],
                     "host",
                     issue[s] - self.lead_s[s],

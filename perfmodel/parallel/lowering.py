@@ -83,6 +83,16 @@ from perfmodel.workload.layers import (
 )
 from perfmodel.workload.memory import Optimizer
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ALLGATHER = CollectiveOp.ALLGATHER
+REDUCESCATTER = CollectiveOp.REDUCESCATTER
+COMM_EP = CommKind.EP
+ROLE_EXPERT = ExpertRole.EXPERT
+LAYER_LINEAR = LayerKind.LINEAR
+RECOMPUTE_FULL = Recompute.FULL
+RECOMPUTE_SELECTIVE = Recompute.SELECTIVE
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -288,7 +298,7 @@ def build_chunk(
     act_b = costs.precision.activation_bytes
     seg_memo = {} if seg_memo is None else seg_memo
     tp = tuple(tp_group)
-    rerun = share if plan.recompute is Recompute.SELECTIVE else None
+    rerun = share if plan.recompute is RECOMPUTE_SELECTIVE else None
     key_args = (by_block, bucket_bytes, first_bucket_bytes, exclude_sharded, grad_b, rerun)
     chunk_key = _chunk_key(copies, layer_ids, contiguous, comm_groups, costs, key_args)
     # this chunk's TP group and algorithm; a refused shift's asks are of this chunk's own
@@ -518,10 +528,10 @@ def _recomputed_and_expert_context(
     plan = ctx.plan
     if plan.ep_overlap and ctx.groups_of:
         issued, overlapped = _expert_context_overlapped(seg_layers, ctx)
-        unpaired = _merged([c for c in issued if c.kind is CommKind.EP])
+        unpaired = _merged([c for c in issued if c.kind is COMM_EP])
         return recompute_s, tp_bwd_s, _merged(overlapped), unpaired
     extra = _expert_context_segment(seg_layers, ctx) if ctx.groups_of else []
-    if plan.recompute is Recompute.FULL:
+    if plan.recompute is RECOMPUTE_FULL:
         recompute_s = fwd_s
         tp_bwd_s += tp_fwd_s  # the recomputed forward re-runs its TP collectives
         extra += [replace(c, phase="B") for c in extra if c.phase == "F"]
@@ -777,7 +787,7 @@ def _segment_sums(
     act = flop = 0.0
     fwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
     bwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
-    layer_time, linear, expert_role = costs.layer_time, LayerKind.LINEAR, ExpertRole.EXPERT
+    layer_time, linear, expert_role = costs.layer_time, LAYER_LINEAR, ROLE_EXPERT
     for r, (unit, _, n) in enumerate(runs):
         uf = ubi = ubw = urc = urs = 0.0
         uact = uflop = 0.0
@@ -847,8 +857,8 @@ def _tp_reduce_scattered(layer: LayerCost) -> bool:
     """Whether ``layer`` is a GEMM whose output a tensor-parallel reduce-scatter follows (the
     row-parallel linears of sequence parallelism: attention projection and second MLP matrix;
     not the embedding, whose reduce-scatter no GEMM overlaps)."""
-    return layer.kind is LayerKind.LINEAR and any(
-        cp.op is CollectiveOp.REDUCESCATTER and cp.group == "tp" for cp in layer.fwd_comm
+    return layer.kind is LAYER_LINEAR and any(
+        cp.op is REDUCESCATTER and cp.group == "tp" for cp in layer.fwd_comm
     )
 
 
@@ -899,7 +909,7 @@ def cp_gathered_kv_bytes(
             c.message_bytes
             for la in layers
             for c in la.fwd_comm
-            if c.group == "cp" and c.op is CollectiveOp.ALLGATHER
+            if c.group == "cp" and c.op is ALLGATHER
         ),
         default=0.0,
     )
@@ -910,7 +920,7 @@ def expert_params(layers: Sequence[LayerCost]) -> int:
     and sharded state live on the expert data-parallel group, not the dense one. A stack's
     copies of a block are read as the block times the copies
     (:func:`~perfmodel.workload.layers.runs_isum`: integers, exact)."""
-    return runs_isum(layers, lambda la: la.params if la.expert_role is ExpertRole.EXPERT else 0)
+    return runs_isum(layers, lambda la: la.params if la.expert_role is ROLE_EXPERT else 0)
 
 
 def ring_share(k: int, n: int) -> float:

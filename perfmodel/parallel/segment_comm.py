@@ -35,6 +35,19 @@ from perfmodel.parallel.plan import CPComm, MoEDispatcher, ParallelismPlan
 from perfmodel.parallel.taskgraph import CommKind
 from perfmodel.workload.layers import CommPoint, ExpertRole, LayerCost, LayerKind, distinct_layers
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ALLGATHER = CollectiveOp.ALLGATHER
+ALLTOALL = CollectiveOp.ALLTOALL
+REDUCESCATTER = CollectiveOp.REDUCESCATTER
+COMM_CP = CommKind.CP
+COMM_EP = CommKind.EP
+ROLE_COMBINE = ExpertRole.COMBINE
+ROLE_DISPATCH = ExpertRole.DISPATCH
+LAYER_ATTENTION = LayerKind.ATTENTION
+DISPATCHER_ALLGATHER = MoEDispatcher.ALLGATHER
+DISPATCHER_ALLTOALL = MoEDispatcher.ALLTOALL
+
 
 @dataclass(frozen=True)
 class SegmentComm:
@@ -106,7 +119,7 @@ def _layer_expert_context(layer: LayerCost, ctx: SegmentCommContext) -> list[Seg
     share = ctx.selective_share
     lf, lbi, lbw = ctx.costs.layer_time(layer)
     got = _expert_context_comm(layer, (lf, lbi + lbw), ctx)
-    if share is not None and layer.kind is LayerKind.ATTENTION and share(layer) >= 1.0:
+    if share is not None and layer.kind is LAYER_ATTENTION and share(layer) >= 1.0:
         # a checkpointed attention core re-runs its forward, ring exchange too
         got += [replace(c, phase="B") for c in got if c.phase == "F"]
     return got
@@ -144,7 +157,7 @@ def cp_pass_exposed_s(
     full = sum(t for _, t in ring)
     steps = RingSteps.split(busy_s, cp, first_over_rest)
     if cp_impl.sdpa_ring and cp_comm is CPComm.RING:
-        gather = sum(t for o, t in ring if o is CollectiveOp.ALLGATHER)
+        gather = sum(t for o, t in ring if o is ALLGATHER)
         traced = cp_impl is CPImpl.TORCH_COMPILE
         return torch_cp_exposed_s(gather, full - gather, steps, traced=traced)
     return cp_exposed_s(full, steps, cp_comm, backward=backward)
@@ -187,7 +200,7 @@ def _expert_context_comm(
             if cp.group == "cp":
                 ring.append((op, nbytes, t))
             else:
-                out.append(SegmentComm(CommKind.EP, phase, op, nbytes, t, t))
+                out.append(SegmentComm(COMM_EP, phase, op, nbytes, t, t))
         if phase == "F":
             out += _routing_map_gather(layer, ctx)
         if ring:
@@ -200,7 +213,7 @@ def _expert_context_comm(
             )  # fmt: skip
             share = exposed / full if full > 0 else 0.0
             out += [
-                SegmentComm(CommKind.CP, phase, op, nbytes * share, t * share, t)
+                SegmentComm(COMM_CP, phase, op, nbytes * share, t * share, t)
                 for op, nbytes, t in ring
             ]
     return out
@@ -220,7 +233,7 @@ def _dispatch_sync_stalls(
     costs, dispatcher = ctx.costs, ctx.plan.moe_dispatcher
     host_of = getattr(costs, "layer_host_time", None)
     if host_of is None or not any(
-        la.expert_role is ExpertRole.DISPATCH for la in distinct_layers(layers)
+        la.expert_role is ROLE_DISPATCH for la in distinct_layers(layers)
     ):
         return {}
     out: dict[int, float] = {}
@@ -228,7 +241,7 @@ def _dispatch_sync_stalls(
     run: list[tuple[float, float]] = []
     owner = -1
     for lid, la in zip(layer_ids, layers, strict=True):
-        if la.expert_role is ExpertRole.DISPATCH:
+        if la.expert_role is ROLE_DISPATCH:
             if owner >= 0:
                 out[owner] = dispatcher_sync_stall_s(run)
             owner, run = lid, []
@@ -237,8 +250,8 @@ def _dispatch_sync_stalls(
         hg = per.get(la.cost_key())
         if hg is None:
             g = costs.layer_time(la)[0]
-            moves = la.expert_role is ExpertRole.COMBINE or (
-                la.expert_role is ExpertRole.DISPATCH and dispatcher is not MoEDispatcher.ALLGATHER
+            moves = la.expert_role is ROLE_COMBINE or (
+                la.expert_role is ROLE_DISPATCH and dispatcher is not DISPATCHER_ALLGATHER
             )
             if moves and ctx.groups_of:
                 g += sum(
@@ -258,15 +271,15 @@ def _routing_map_gather(layer: LayerCost, ctx: SegmentCommContext) -> list[Segme
     router scores (:attr:`LayerCost.router_tokens`, whatever the load). Empty for other
     layers and dispatchers."""
     groups = ctx.groups_of.get("ep")
-    if layer.expert_role is not ExpertRole.DISPATCH or not groups or not layer.router_tokens:
+    if layer.expert_role is not ROLE_DISPATCH or not groups or not layer.router_tokens:
         return []
     nbytes = routing_map_gather_bytes(
         ctx.plan.moe_dispatcher, layer.router_tokens, layer.experts, len(groups[0])
     )
     if nbytes <= 0:
         return []
-    t = ctx.collective_s(CollectiveOp.ALLGATHER, nbytes, "ep")
-    return [SegmentComm(CommKind.EP, "F", CollectiveOp.ALLGATHER, nbytes, t, t)]
+    t = ctx.collective_s(ALLGATHER, nbytes, "ep")
+    return [SegmentComm(COMM_EP, "F", ALLGATHER, nbytes, t, t)]
 
 
 def _dispatcher_point(
@@ -283,16 +296,12 @@ def _dispatcher_point(
     in backward the two swap. A layer without expert counts keeps its point.
     """
     dispatcher = ctx.plan.moe_dispatcher
-    if (
-        dispatcher is MoEDispatcher.ALLTOALL
-        or not layer.top_k
-        or point.op is not (CollectiveOp.ALLTOALL)
-    ):
+    if dispatcher is DISPATCHER_ALLTOALL or not layer.top_k or point.op is not ALLTOALL:
         return point.op, point.message_bytes
     n = len(group)
-    if dispatcher is MoEDispatcher.ALLGATHER:
-        gather = (layer.expert_role is ExpertRole.DISPATCH) == (phase == "F")
-        op = CollectiveOp.ALLGATHER if gather else CollectiveOp.REDUCESCATTER
+    if dispatcher is DISPATCHER_ALLGATHER:
+        gather = (layer.expert_role is ROLE_DISPATCH) == (phase == "F")
+        op = ALLGATHER if gather else REDUCESCATTER
         return op, point.message_bytes / layer.top_k * n
     topo = getattr(ctx.costs, "topology", None)
     servers = len({topo.server_of(g) for g in group}) if topo is not None else 1
@@ -316,10 +325,10 @@ def _flex_kernel_floor(
         or topo is None
         or not layer.top_k
         or not layer.experts
-        or point.op is not CollectiveOp.ALLTOALL
+        or point.op is not ALLTOALL
     ):
         return 0.0
-    combine = (layer.expert_role is ExpertRole.COMBINE) == (phase == "F")
+    combine = (layer.expert_role is ROLE_COMBINE) == (phase == "F")
     key = ("flex-floor", dispatcher, tuple(group), point.message_bytes, combine, layer.top_k,
            layer.experts, layer.routing_groups)  # fmt: skip
     hit = memo.get(key)
@@ -374,7 +383,7 @@ def _layer_overlap_sums(
     lf, lbi, lbw = ctx.costs.layer_time(layer)
     ep_f = ep_b = 0.0
     for c in _expert_context_comm(layer, (lf, lbi + lbw), ctx):
-        if c.kind is CommKind.EP:
+        if c.kind is COMM_EP:
             if c.phase == "F":
                 ep_f += c.duration_s
             else:
@@ -445,7 +454,7 @@ def _expert_context_overlapped(
     for layer in seg_layers:
         got = _layer_expert_context(layer, ctx)
         extra += got
-        if not any(c.kind is CommKind.EP for c in got):
+        if not any(c.kind is COMM_EP for c in got):
             out += got
             continue
         if layer.block is not None and layer.block in shares:
@@ -454,7 +463,7 @@ def _expert_context_overlapped(
             f, b, cf, cb = _layer_overlap_sums(layer, ctx)
             share_f, share_b = _exposed_shares(f, b, cf, cb, _overlap_slowdown(ctx))
         for c in got:
-            if c.kind is not CommKind.EP:
+            if c.kind is not COMM_EP:
                 out.append(c)
             elif c.phase == "F":
                 ep_f.append(_scaled(c, share_f))

@@ -101,7 +101,7 @@ class CrossEntropy(str, ParsedEnum, where="cross_entropy", aliases=_CROSS_ENTROP
     def logits_in_place(self) -> bool:
         """The loss's backward writes the logits' gradient into the saved logits (no
         output-and-gradient pair of the LM head's output size)."""
-        return self is CrossEntropy.TE_FUSED
+        return self is CROSS_ENTROPY_TE_FUSED
 
     def transient_bytes(self, layers: Sequence[LayerCost]) -> float:
         """Bytes live beside the saved ones at the loss's backward: twice the loss layers'
@@ -128,12 +128,17 @@ class CrossEntropy(str, ParsedEnum, where="cross_entropy", aliases=_CROSS_ENTROP
         >>> CrossEntropy.TE_FUSED.saved_delta_bytes([loss], 2), CrossEntropy.DEFAULT.saved_delta_bytes([loss], 2)
         (-2000.0, 0.0)
         """
-        if self is not CrossEntropy.TE_FUSED:
+        if self is not CROSS_ENTROPY_TE_FUSED:
             return 0.0
         saved = runs_sum(
             layers, lambda la: la.activation_bytes if la.kind is LayerKind.LOSS else 0.0
         )
         return float(saved * (act_bytes / 4.0 - 1.0))
+
+
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+CROSS_ENTROPY_TE_FUSED = CrossEntropy.TE_FUSED
 
 
 class ParamSync(str, enum.Enum):
