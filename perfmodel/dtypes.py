@@ -53,6 +53,13 @@ class DType(str, ParsedEnum, where="dtype"):
         return bits // 8
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+DTYPE_FP32 = DType.FP32
+DTYPE_FP8 = DType.FP8
+DTYPE_TF32 = DType.TF32
+
+
 #: Storage bits per element of each :class:`DType` value.
 _BITS = {"fp64": 64, "fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "fp6": 6, "fp4": 4}
 

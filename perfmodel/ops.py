@@ -39,7 +39,10 @@ class CollectiveOp(
 ALLGATHER = CollectiveOp.ALLGATHER
 ALLREDUCE = CollectiveOp.ALLREDUCE
 ALLTOALL = CollectiveOp.ALLTOALL
+BROADCAST = CollectiveOp.BROADCAST
+REDUCE = CollectiveOp.REDUCE
 REDUCESCATTER = CollectiveOp.REDUCESCATTER
+SENDRECV = CollectiveOp.SENDRECV
 
 
 def bus_factor(op: CollectiveOp, n: int) -> float:

@@ -35,23 +35,21 @@ from perfmodel.comm.nccl_choice import NcclChoice
 from perfmodel.comm.nccl_env import NCCL_FUNCTIONS
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
 from perfmodel.comm.nodes import all_gpus, check_group
-from perfmodel.comm.params import Algorithm, LinkParams, Protocol
+from perfmodel.comm.params import (
+    ALGO_AUTO,
+    ALGO_HOST,
+    ALGO_PS,
+    ALGO_RING,
+    ALGO_TREE,
+    Algorithm,
+    LinkParams,
+    Protocol,
+)
 from perfmodel.comm.transfers import Transfers
 from perfmodel.errors import ConfigError
-from perfmodel.ops import CollectiveOp, bus_factor
+from perfmodel.ops import ALLREDUCE, SENDRECV, CollectiveOp, bus_factor
 from perfmodel.topology import Topology
 from perfmodel.topology.schema import NodeKind
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-ALGO_AUTO = Algorithm.AUTO
-ALGO_HOST = Algorithm.HOST
-ALGO_PS = Algorithm.PS
-ALGO_RING = Algorithm.RING
-ALGO_TREE = Algorithm.TREE
-ALLREDUCE = CollectiveOp.ALLREDUCE
-SENDRECV = CollectiveOp.SENDRECV
-
 
 _ALLOWED: dict[CollectiveOp, tuple[Algorithm, ...]] = {
     CollectiveOp.ALLREDUCE: (

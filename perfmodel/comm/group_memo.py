@@ -26,19 +26,12 @@ from perfmodel.comm.group import PATTERN_MEMO_SIZE, GroupAnalysis, GroupInfo, re
 from perfmodel.comm.maxmin import numpy_sum
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY, nvls_servers
 from perfmodel.comm.nodes import all_gpus, equal_runs, split_by_server
-from perfmodel.comm.params import Algorithm
+from perfmodel.comm.params import ALGO_AUTO, Algorithm
 from perfmodel.comm.ring_summary import RingSummary
 from perfmodel.comm.rings import Channel
-from perfmodel.ops import CollectiveOp
+from perfmodel.ops import ALLTOALL, SENDRECV, CollectiveOp
 from perfmodel.topology import Topology
 from perfmodel.topology.symmetry import server_symmetry
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-ALGO_AUTO = Algorithm.AUTO
-ALLTOALL = CollectiveOp.ALLTOALL
-SENDRECV = CollectiveOp.SENDRECV
-
 
 if TYPE_CHECKING:
     from perfmodel.comm.analytic import CommResult

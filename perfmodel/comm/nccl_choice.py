@@ -26,7 +26,18 @@ from perfmodel.comm.nccl_graph import NCCL_MAXCHANNELS, inter_graph_channels
 from perfmodel.comm.nccl_recent import Term, nvls_servers, priced_terms, recent_terms
 from perfmodel.comm.nvls import nvls_bus_Bps, nvls_graph
 from perfmodel.comm.p2p_read import ring_copy_s
-from perfmodel.comm.params import Algorithm, HwClass, LinkParams, Protocol
+from perfmodel.comm.params import (
+    ALGO_RING,
+    ALGO_TREE,
+    HW_NET,
+    PROTO_LL,
+    PROTO_LL128,
+    PROTO_SIMPLE,
+    Algorithm,
+    HwClass,
+    LinkParams,
+    Protocol,
+)
 from perfmodel.comm.tuner import (
     NVLS_FROM,
     NcclTuner,
@@ -38,25 +49,17 @@ from perfmodel.comm.tuner import (
     tuner_for,
 )
 from perfmodel.errors import ConfigError, PerfModelError
-from perfmodel.ops import CollectiveOp
+from perfmodel.ops import (
+    ALLGATHER,
+    ALLREDUCE,
+    ALLTOALL,
+    BROADCAST,
+    REDUCE,
+    REDUCESCATTER,
+    SENDRECV,
+    CollectiveOp,
+)
 from perfmodel.topology import Topology
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-ALGO_RING = Algorithm.RING
-ALGO_TREE = Algorithm.TREE
-ALLGATHER = CollectiveOp.ALLGATHER
-ALLREDUCE = CollectiveOp.ALLREDUCE
-ALLTOALL = CollectiveOp.ALLTOALL
-BROADCAST = CollectiveOp.BROADCAST
-REDUCE = CollectiveOp.REDUCE
-REDUCESCATTER = CollectiveOp.REDUCESCATTER
-SENDRECV = CollectiveOp.SENDRECV
-HW_NET = HwClass.NET
-PROTO_LL = Protocol.LL
-PROTO_LL128 = Protocol.LL128
-PROTO_SIMPLE = Protocol.SIMPLE
-
 
 if TYPE_CHECKING:
     from perfmodel.comm.links import DirectedLinks

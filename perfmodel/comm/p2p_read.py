@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel._enum import ParsedEnum
-from perfmodel.comm.params import Protocol
+from perfmodel.comm.params import PROTO_SIMPLE, Protocol
 from perfmodel.comm.tuner import (
     DEFAULT_RELEASE_EARLIER,
     DEFAULT_RELEASE_MODERN,
@@ -76,11 +76,6 @@ from perfmodel.comm.tuner import (
     tuner_for,
 )
 from perfmodel.ops import CollectiveOp
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-PROTO_SIMPLE = Protocol.SIMPLE
-
 
 #: CUDA compute capability of NCCL's P2P read mode (``paths.cc``: ``cudaCompCap == 80``).
 READ_MODE_CAPABILITY = (8, 0)

@@ -112,6 +112,15 @@ class Algorithm(
     PAT = "pat"
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ALGO_AUTO = Algorithm.AUTO
+ALGO_HOST = Algorithm.HOST
+ALGO_PS = Algorithm.PS
+ALGO_RING = Algorithm.RING
+ALGO_TREE = Algorithm.TREE
+
+
 class Protocol(str, enum.Enum):
     """NCCL wire protocols.
 
@@ -126,12 +135,24 @@ class Protocol(str, enum.Enum):
     SIMPLE = "Simple"
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+PROTO_LL = Protocol.LL
+PROTO_LL128 = Protocol.LL128
+PROTO_SIMPLE = Protocol.SIMPLE
+
+
 class HwClass(str, enum.Enum):
     """NCCL's transport classes for the per-step latency table."""
 
     NVLINK = "nvlink"
     PCI = "pci"
     NET = "net"
+
+
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+HW_NET = HwClass.NET
 
 
 #: Link families of NCCL's network class (:attr:`HwClass.NET`): a path crossing one is a

@@ -29,6 +29,12 @@ class Bound(str, enum.Enum):
     MEMORY = "memory"
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+BOUND_COMPUTE = Bound.COMPUTE
+BOUND_MEMORY = Bound.MEMORY
+
+
 @dataclass(frozen=True)
 class LayerTime:
     """Predicted time of one layer on one GPU, seconds.

@@ -42,6 +42,8 @@ from typing import Any
 
 from perfmodel._memo import keep
 from perfmodel.compute.layer_time import (
+    BOUND_COMPUTE,
+    BOUND_MEMORY,
     Bound,
     LayerTime,
     class_key,
@@ -50,38 +52,32 @@ from perfmodel.compute.layer_time import (
     layer_matmul_dtype,
     layer_time_of,
 )
-from perfmodel.dtypes import DType, Precision
+from perfmodel.dtypes import DTYPE_FP8, DTYPE_FP32, DTYPE_TF32, DType, Precision
 from perfmodel.errors import ConfigError
 from perfmodel.hardware.gpus import GPUSpec
 from perfmodel.workload.kernels import Fp8Recipe, GradClip, OptimizerImpl, optimizer_bytes_per_param
 from perfmodel.workload.layers import (
-    ExpertRole,
+    LAYER_ATTENTION,
+    LAYER_CONV,
+    LAYER_LINEAR,
+    LAYER_MATMUL,
+    ROLE_EXPERT,
     GemmShape,
     KernelClass,
     LayerCost,
     LayerKind,
     Workload,
 )
-from perfmodel.workload.memory import Optimizer, Recompute, is_selectively_recomputed
+from perfmodel.workload.memory import (
+    OPTIMIZER_LAMB,
+    Optimizer,
+    Recompute,
+    is_selectively_recomputed,
+)
 
 from .attention import AttentionEfficiency, attention_efficiency, ring_attention_efficiency
 from .gemm import GemmEfficiency, gemm_efficiency, gemm_roofline_time
 from .params import FP8_GEMM_OUTPUT_BYTES, HOST_LAUNCH_SHARE, ComputeParams
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-BOUND_COMPUTE = Bound.COMPUTE
-BOUND_MEMORY = Bound.MEMORY
-DTYPE_FP32 = DType.FP32
-DTYPE_FP8 = DType.FP8
-DTYPE_TF32 = DType.TF32
-ROLE_EXPERT = ExpertRole.EXPERT
-LAYER_ATTENTION = LayerKind.ATTENTION
-LAYER_CONV = LayerKind.CONV
-LAYER_LINEAR = LayerKind.LINEAR
-LAYER_MATMUL = LayerKind.MATMUL
-OPTIMIZER_LAMB = Optimizer.LAMB
-
 
 #: Ratio ``fwd_flop / (2 m n k batch)`` of a fused-attention layer below which its mask is taken
 #: as causal (:func:`attention_shape`): a full mask gives ``(d + d_v) / d`` (2 for ``d_v = d``,

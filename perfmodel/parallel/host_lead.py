@@ -19,11 +19,7 @@ from perfmodel.parallel.recipe import (
 from perfmodel.workload.layers import (
     LayerCost,
 )
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-RECOMPUTE_FULL = Recompute.FULL
-RECOMPUTE_SELECTIVE = Recompute.SELECTIVE
+from perfmodel.workload.memory import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 
 
 def step_kernels(layer: LayerCost) -> int:

@@ -21,7 +21,7 @@ shortcuts are in :mod:`perfmodel.parallel.lower_shortcuts`.
 
 from __future__ import annotations
 
-from perfmodel.ops import CollectiveOp
+from perfmodel.ops import ALLGATHER
 from perfmodel.parallel import periodic
 from perfmodel.parallel.lower_chains import (
     GatherChains,
@@ -31,20 +31,13 @@ from perfmodel.parallel.lower_chains import (
 from perfmodel.parallel.lowering import Chunk, Segment
 from perfmodel.parallel.recipe import ParamSync
 from perfmodel.parallel.taskgraph import (
+    COMM_ZERO,
     HEAD,
-    CommKind,
+    TASK_COLLECTIVE,
+    TASK_COMPUTE,
     CommSpec,
-    TaskKind,
     piece_end,
 )
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-ALLGATHER = CollectiveOp.ALLGATHER
-COMM_ZERO = CommKind.ZERO
-TASK_COLLECTIVE = TaskKind.COLLECTIVE
-TASK_COMPUTE = TaskKind.COMPUTE
-
 
 #: A bucketed backward with its gradient reductions summarised
 #: (:meth:`HiddenCollectives.hidden_backward`): compute seconds, TP seconds, the lead's seconds

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property, partial
 
-from perfmodel.ops import CollectiveOp
+from perfmodel.ops import SENDRECV, CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.host_lead import issue_lead, issue_times
 from perfmodel.parallel.lower_chains import GatherPlan
@@ -57,16 +57,19 @@ from perfmodel.parallel.schedule import (
 from perfmodel.parallel.software_preset import SoftwarePreset
 from perfmodel.parallel.stage_memory import stage_buffer_bytes, stage_memory, tied_embedding_params
 from perfmodel.parallel.stage_shift import StageShift
-from perfmodel.parallel.taskgraph import SENT, CommKind, CommSpec, GraphBuilder, TaskGraph, TaskKind
+from perfmodel.parallel.taskgraph import (
+    COMM_PP,
+    SENT,
+    TASK_COLLECTIVE,
+    TASK_COMPUTE,
+    TASK_HOST,
+    TASK_SENDRECV,
+    CommKind,
+    CommSpec,
+    GraphBuilder,
+    TaskGraph,
+)
 from perfmodel.workload.layers import LayerCost
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-SENDRECV = CollectiveOp.SENDRECV
-COMM_PP = CommKind.PP
-TASK_COMPUTE = TaskKind.COMPUTE
-TASK_HOST = TaskKind.HOST
-TASK_SENDRECV = TaskKind.SENDRECV
 
 
 class PipelineLowering(
@@ -334,7 +337,7 @@ class PipelineLowering(
             if op is not None:
                 return op
         # positional: label, microbatch, chunk (one call per segment and micro-batch)
-        tid = add(TaskKind.COMPUTE, gpu, "compute", dur, deps, label, mb, k)
+        tid = add(TASK_COMPUTE, gpu, "compute", dur, deps, label, mb, k)
         if self.op_tasks:
             self.compute_emitted(s, dur)
         if self.gather_every_mb or self.gathers_left[s] > 0:  # read by gather() only (its anchors)
@@ -342,23 +345,14 @@ class PipelineLowering(
         if tp_s <= 0:
             return [tid]
         tp_deps = deps if self.tp_overlap else [tid]
-        tp_tid = add(
-            TaskKind.COLLECTIVE,
-            gpu,
-            self.tp_stream,
-            tp_s,
-            tp_deps,
-            f"TP {phase}{mb}",
-            mb,
-            k,
-        )
+        tp_tid = add(TASK_COLLECTIVE, gpu, self.tp_stream, tp_s, tp_deps, f"TP {phase}{mb}", mb, k)
         if not self.tp_overlap:
             return [tp_tid]
         if tail <= 0:
             return [tid, tp_tid]
         # the pipelined reduce-scatters' last chunks, after the GEMMs, on the compute stream
         tail_tid = add(
-            TaskKind.COLLECTIVE, gpu, "compute", tail, [tid, tp_tid], f"TP tail {phase}{mb}", mb, k
+            TASK_COLLECTIVE, gpu, "compute", tail, [tid, tp_tid], f"TP tail {phase}{mb}", mb, k
         )
         return [tail_tid]
 
@@ -575,7 +569,7 @@ class PipelineLowering(
         if stall <= 0:
             return tids
         tid = self.b.add(
-            TaskKind.HOST,
+            TASK_HOST,
             self.gpu[s],
             "d2h" if phase == "F" else "h2d",
             stall,

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
-from perfmodel.ops import CollectiveOp
+from perfmodel.ops import ALLGATHER, REDUCESCATTER, CollectiveOp
 from perfmodel.parallel import bucket_walk
 from perfmodel.parallel.bucket_walk import bucket_ranges
 from perfmodel.parallel.costs import Costs
@@ -59,7 +59,7 @@ from perfmodel.parallel.partition import (
     unit_ids,
 )
 from perfmodel.parallel.placement import Placement
-from perfmodel.parallel.plan import CPComm, ParallelismPlan, Recompute
+from perfmodel.parallel.plan import CPComm, ParallelismPlan
 from perfmodel.parallel.recipe import Recipe, SelectiveRecompute, build_recipe
 from perfmodel.parallel.segment_comm import (
     SegmentComm,
@@ -70,28 +70,18 @@ from perfmodel.parallel.segment_comm import (
     _merged,
 )
 from perfmodel.parallel.software import SoftwarePreset
-from perfmodel.parallel.taskgraph import CommKind, TaskGraph
+from perfmodel.parallel.taskgraph import COMM_EP, CommKind, TaskGraph
 from perfmodel.workload.layers import (
-    ExpertRole,
+    LAYER_LINEAR,
+    ROLE_EXPERT,
     LayerCost,
-    LayerKind,
     StackedLayers,
     Workload,
     runs_isum,
     sum_pieces,
     whole_copies,
 )
-from perfmodel.workload.memory import Optimizer
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-ALLGATHER = CollectiveOp.ALLGATHER
-REDUCESCATTER = CollectiveOp.REDUCESCATTER
-COMM_EP = CommKind.EP
-ROLE_EXPERT = ExpertRole.EXPERT
-LAYER_LINEAR = LayerKind.LINEAR
-RECOMPUTE_FULL = Recompute.FULL
-RECOMPUTE_SELECTIVE = Recompute.SELECTIVE
+from perfmodel.workload.memory import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Optimizer
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,12 @@ class MoEDispatcher(
         return self in (MoEDispatcher.DEEPEP, MoEDispatcher.HYBRIDEP)
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+DISPATCHER_ALLGATHER = MoEDispatcher.ALLGATHER
+DISPATCHER_ALLTOALL = MoEDispatcher.ALLTOALL
+
+
 class PSHost(str, ParsedEnum, where="ps_host", normalize=dashed):
     """Where parameter-server shards live."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from perfmodel.ops import CollectiveOp
+from perfmodel.ops import ALLGATHER, ALLTOALL, REDUCESCATTER, CollectiveOp
 from perfmodel.parallel.costs import Costs
 from perfmodel.parallel.expert import (
     CPImpl,
@@ -31,22 +31,21 @@ from perfmodel.parallel.expert import (
     routing_map_gather_bytes,
     torch_cp_exposed_s,
 )
-from perfmodel.parallel.plan import CPComm, MoEDispatcher, ParallelismPlan
-from perfmodel.parallel.taskgraph import CommKind
-from perfmodel.workload.layers import CommPoint, ExpertRole, LayerCost, LayerKind, distinct_layers
-
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
-ALLGATHER = CollectiveOp.ALLGATHER
-ALLTOALL = CollectiveOp.ALLTOALL
-REDUCESCATTER = CollectiveOp.REDUCESCATTER
-COMM_CP = CommKind.CP
-COMM_EP = CommKind.EP
-ROLE_COMBINE = ExpertRole.COMBINE
-ROLE_DISPATCH = ExpertRole.DISPATCH
-LAYER_ATTENTION = LayerKind.ATTENTION
-DISPATCHER_ALLGATHER = MoEDispatcher.ALLGATHER
-DISPATCHER_ALLTOALL = MoEDispatcher.ALLTOALL
+from perfmodel.parallel.plan import (
+    DISPATCHER_ALLGATHER,
+    DISPATCHER_ALLTOALL,
+    CPComm,
+    ParallelismPlan,
+)
+from perfmodel.parallel.taskgraph import COMM_CP, COMM_EP, CommKind
+from perfmodel.workload.layers import (
+    LAYER_ATTENTION,
+    ROLE_COMBINE,
+    ROLE_DISPATCH,
+    CommPoint,
+    LayerCost,
+    distinct_layers,
+)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,14 @@ class TaskKind(str, enum.Enum):
     HOST = "host"
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+TASK_COLLECTIVE = TaskKind.COLLECTIVE
+TASK_COMPUTE = TaskKind.COMPUTE
+TASK_HOST = TaskKind.HOST
+TASK_SENDRECV = TaskKind.SENDRECV
+
+
 class CommKind(str, enum.Enum):
     """Breakdown label of a communication task."""
 
@@ -38,6 +46,14 @@ class CommKind(str, enum.Enum):
     HOST = "host"  # host <-> device transfers (CPU merge)
     EP = "ep"  # expert-parallel token dispatch / combine all-to-alls
     CP = "cp"  # context-parallel key/value exchange (ring attention), exposed part
+
+
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+COMM_CP = CommKind.CP
+COMM_EP = CommKind.EP
+COMM_PP = CommKind.PP
+COMM_ZERO = CommKind.ZERO
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,14 @@ class LayerKind(str, enum.Enum):
     OTHER = "other"
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+LAYER_ATTENTION = LayerKind.ATTENTION
+LAYER_CONV = LayerKind.CONV
+LAYER_LINEAR = LayerKind.LINEAR
+LAYER_MATMUL = LayerKind.MATMUL
+
+
 class KernelClass(str, enum.Enum):
     """What kind of kernel a layer's time is spent in, for a step's per-class breakdown
     (``StepReport.kernel_classes``, ``perfmodel model show``): GEMMs (reported by dtype) and
@@ -95,6 +103,13 @@ class ExpertRole(str, enum.Enum):
     DISPATCH = "dispatch"
     EXPERT = "expert"
     COMBINE = "combine"
+
+
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+ROLE_COMBINE = ExpertRole.COMBINE
+ROLE_DISPATCH = ExpertRole.DISPATCH
+ROLE_EXPERT = ExpertRole.EXPERT
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,11 @@ class Optimizer(
         return {"sgd": 0, "momentum": 4, "adam": 8, "adamw": 8, "lamb": 8}[self.value]
 
 
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+OPTIMIZER_LAMB = Optimizer.LAMB
+
+
 class Recompute(
     str, ParsedEnum, where="recompute", noun="recompute setting", expected="none, selective or full"
 ):
@@ -91,6 +96,12 @@ class Recompute(
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+
+
+# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
+# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+RECOMPUTE_FULL = Recompute.FULL
+RECOMPUTE_SELECTIVE = Recompute.SELECTIVE
 
 
 @dataclass(frozen=True)
