@@ -243,19 +243,24 @@ def channel_rates(
     (:func:`~perfmodel.comm.maxmin.maxmin_rates_small`), above with numpy: the same numbers.
     """
     ids_of = links._ids_of
-    merged: dict[tuple[int, int], float] = {}
+    fi: list[int] = []
+    ei: list[int] = []
+    mult: list[float] = []
     for c, ch in enumerate(channels):
+        # this channel's multiplicity per link, summed in hop order; its entries in link id
+        # order after the earlier channels' (the entries sorted by (channel, link id))
+        on: dict[int, float] = {}
         for hop in ch.hops:
             weight = 1.0 if charge is None else float(charge(hop))
             for e in ids_of(hop):
-                key = (c, e)
-                merged[key] = merged.get(key, 0.0) + weight
-    if not merged:
+                on[e] = on.get(e, 0.0) + weight
+        ids = sorted(on)
+        fi += [c] * len(ids)
+        ei += ids
+        mult += map(on.__getitem__, ids)
+    if not fi:
         return [math.inf] * len(channels)
-    keys = sorted(merged)
-    fi = [c for c, _ in keys]
-    ei = [e for _, e in keys]
-    return fill_rates(fi, ei, [merged[k] for k in keys], links.capacity_list, len(channels))
+    return fill_rates(fi, ei, mult, links.capacity_list, len(channels))
 
 
 def fill_rates(

@@ -132,29 +132,30 @@ def maxmin_rates_small(
     rate = [0.0] * n_flows
     if n_flows == 0:
         return rate
-    has_entry = [False] * n_flows
-    for f in flow_idx:
-        has_entry[f] = True
+    active = [False] * n_flows
+    for f in set(flow_idx):
+        active[f] = True
     for f in range(n_flows):
-        if not has_entry[f]:
+        if not active[f]:
             rate[f] = float("inf")
-    active = has_entry
-    used = sorted(set(edge_idx))  # resource id order (numpy.unique's, or the whole range's)
-    remaining = {e: float(capacity_Bps[e]) for e in used}
-    tol = {e: _TOL * max(r, 1.0) for e, r in remaining.items()}
-    entries = list(zip(flow_idx, edge_idx, mult))
-    while any(active):
-        live = [(f, e, m) for f, e, m in entries if active[f]]
-        load = dict.fromkeys(used, 0.0)
-        for _, e, m in live:
-            load[e] += m
+    # resources by rank in id order (numpy.unique's, or the whole range's): column j of the
+    # lists below is resource used[j]
+    used = sorted(set(edge_idx))
+    cols = range(len(used))
+    remaining = list(map(float, map(capacity_Bps.__getitem__, used)))
+    tol = [_TOL * max(r, 1.0) for r in remaining]
+    live = list(zip(flow_idx, map(dict(zip(used, cols)).__getitem__, edge_idx), mult))
+    while live:  # the entries of the active flows, in entry order
+        load = [0.0] * len(used)
+        for _, j, m in live:
+            load[j] += m
         t = float("inf")
         arg = None
-        for e in used:  # the first resource of the smallest share, in id order
-            if load[e] > 0:
-                share = remaining[e] / load[e]
+        for j in cols:  # the first resource of the smallest share, in id order
+            if load[j] > 0:
+                share = remaining[j] / load[j]
                 if share < t:
-                    t, arg = share, e
+                    t, arg = share, j
         if arg is None:  # pragma: no cover - every active flow has an entry
             break
         t = max(t, 0.0)
@@ -162,17 +163,19 @@ def maxmin_rates_small(
             if active[f]:
                 rate[f] += t
         slack = 1e-9 * t
-        saturated = set()
-        for e in used:
-            if load[e] > 0:
-                remaining[e] -= t * load[e]
-                if remaining[e] <= tol[e] + slack * load[e]:
-                    saturated.add(e)
-        hit = {f for f, e, _ in live if e in saturated}
+        saturated = [False] * len(used)
+        for j in cols:
+            lj = load[j]
+            if lj > 0:
+                remaining[j] -= t * lj
+                if remaining[j] <= tol[j] + slack * lj:
+                    saturated[j] = True
+        hit = {f for f, j, _ in live if saturated[j]}
         if not hit:  # numerical safety: freeze the flows of the tightest resource
-            hit = {f for f, e, _ in live if e == arg}
+            hit = {f for f, j, _ in live if j == arg}
         for f in hit:
             active[f] = False
+        live = [x for x in live if active[x[0]]]
     return rate
 
 

@@ -287,11 +287,9 @@ class PipelineLowering(
             # priced together by transfers_time as the data-parallel path prices dp_sibs)
             topo = getattr(self.costs, "topology", None)
             gpn = int(topo.gpus_per_node) if topo is not None else 1
-            pairs = [
-                pair
-                for d in range(min(pl.dp, max(1, gpn // pl.tp)))
-                for pair in zip(pl.tp_group(d, s_from), pl.tp_group(d, s_to), strict=True)
-            ]
+            pairs: list[tuple[str, str]] = []
+            for d in range(min(pl.dp, max(1, gpn // pl.tp))):
+                pairs += zip(pl.tp_group(d, s_from), pl.tp_group(d, s_to), strict=True)
             spec = CommSpec(SENDRECV, per_rank, pairs[0], "auto", COMM_PP, tuple(pairs[1:]))
             transfers = getattr(getattr(self.costs, "comm", None), "transfers", None)
             dur = self.stage_shift.send_time(
