@@ -4,16 +4,20 @@ On CPython 3.11 ``EnumType`` defines ``__getattr__``, so each read of ``Enum.MEM
 its class costs ~1,000 instructions (a module global ~30). The hot modules bind the members
 they read once as module constants, named ``PREFIX + MEMBER`` (the same name for the same
 member in every module). These tests check that every such constant is its member (a renamed
-or mistyped binding fails here, not silently in a prediction), and that a GPT-3 plan's
-prediction reads no member through its class where the reading module binds that member.
+or mistyped binding fails here, not silently in a prediction), that no function of a hot module
+reads a member through its class where the module binds that member (read statically: every
+path, Hopper's NCCL table and the CNN paths included), and that a GPT-3 plan's prediction reads
+none at run time.
 """
 
 from __future__ import annotations
 
+import ast
 import enum
 import importlib
 import sys
 from collections import Counter
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -121,3 +125,22 @@ def test_hot_modules_read_their_bound_members_as_constants() -> None:
     finally:
         del enum.EnumType.__getattribute__
     assert not reads, sorted(reads.items())
+
+
+@pytest.mark.parametrize("name", HOT_MODULES)
+def test_no_function_reads_a_bound_member_through_its_class(name: str) -> None:
+    """Static, every function of the module (final26: the run-time test sees one A100 plan's
+    paths; Hopper's NCCL table ``_table_229`` and the CNN paths read members too)."""
+    module = importlib.import_module(name)
+    bound = {(type(v).__name__, v.name) for v in _constants(module).values()}
+    found = []
+    for fn in ast.walk(ast.parse(Path(str(module.__file__)).read_text())):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and (node.value.id, node.attr) in bound
+                ):
+                    found.append(f"{node.lineno} {fn.name} {node.value.id}.{node.attr}")
+    assert not found, found

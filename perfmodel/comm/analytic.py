@@ -328,7 +328,7 @@ class AnalyticCommModel:
             _as_op(op),
             _check_bytes(message_bytes),
             check_group(self.topology, group),
-            Algorithm.AUTO,
+            ALGO_AUTO,
         )
         return r.algorithm, r.protocol
 

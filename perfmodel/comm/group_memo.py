@@ -237,7 +237,7 @@ class GroupMemo:
         for bit; results of other algorithms (which route flows by name) are not shared
         (``BY_GROUP_NUMBERS``), nor are explicit algorithms outside them.
         """
-        if algo not in BY_GROUP_NUMBERS and algo is not Algorithm.AUTO:
+        if algo not in BY_GROUP_NUMBERS and algo is not ALGO_AUTO:
             return None
         runs = server_runs(self.topology, self.links, members)
         if runs is not None:  # a strided slice of the GPUs: its servers by arithmetic
@@ -803,7 +803,7 @@ class SharedResults:
         result is the group's, as for the sizes the shape shares in :meth:`analytic`);
         ``None`` otherwise (the group is analysed itself)."""
         base = self._groups.infos.get(shape)
-        if base is None or op in (CollectiveOp.ALLTOALL, CollectiveOp.SENDRECV):
+        if base is None or op in (ALLTOALL, SENDRECV):
             return None
         res = self._price(op, m, base, algo)
         if res.algorithm not in BY_GROUP_NUMBERS:

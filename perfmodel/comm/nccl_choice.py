@@ -392,7 +392,7 @@ class NcclChoice:
         out = []
         for proto, algo in self._choices(op, info):
             a = algo.value
-            if algo is Algorithm.RING:
+            if algo is ALGO_RING:
                 bus = info.ring_bw_Bps
             elif nodes <= 2 and math.isfinite(info.intra_bw_Bps):
                 bus = info.intra_bw_Bps  # one server's tree part (NCCL's bwIntra)
@@ -400,7 +400,7 @@ class NcclChoice:
                 bus = min(info.intra_bw_Bps, info.inter_bw_Bps)
             if reduces:
                 bus = min(bus, reduce_bw)
-            if algo is Algorithm.RING:
+            if algo is ALGO_RING:
                 if proto is PROTO_LL:
                     bus = min(ll_max, bus * 0.5)
                 elif proto is PROTO_LL128:
@@ -417,11 +417,11 @@ class NcclChoice:
                 algbw = bus * 0.5  # the size's correction: candidates
             intra_lat = step[(info.intra_class, a, proto)] + info.alpha_intra_s
             net_algo = "tree" if ppn == 1 else a  # one GPU per server: latency exposed
-            inter_lat = step[(HwClass.NET, net_algo, proto)] + info.alpha_inter_s
+            inter_lat = step[(HW_NET, net_algo, proto)] + info.alpha_inter_s
             lat = tuner.base_latency_s[(a, proto)]
             plateau = False
-            if algo is Algorithm.RING:
-                if op in (CollectiveOp.BROADCAST, REDUCE):
+            if algo is ALGO_RING:
+                if op in (BROADCAST, REDUCE):
                     lat += _chain_latency(step, info, proto, nsteps, ninter)
                 else:
                     if nodes > 1:
@@ -645,7 +645,7 @@ def _chain_latency(
     latencies outside NCCL's tables, ``ninter`` of the steps across servers."""
     hop = step[
         (
-            HwClass.NET if info.nodes > 1 else info.intra_class,
+            HW_NET if info.nodes > 1 else info.intra_class,
             "tree" if proto is PROTO_SIMPLE else "ring",
             proto,
         )

@@ -165,10 +165,10 @@ def _autocast_casts(
     cast_w = cast_in_bytes = 0.0
     cast_w_kernels = 0
     autocast = p.cast_weights_each_step and prec.mixed
-    if autocast and layer.kind in (LayerKind.CONV, LayerKind.LINEAR):
+    if autocast and layer.kind in (LAYER_CONV, LAYER_LINEAR):
         weights = float(layer.params)
         bias = 0.0
-        if layer.kind is LayerKind.LINEAR and g is not None:
+        if layer.kind is LAYER_LINEAR and g is not None:
             bias = max(weights - g.k * g.n * g.batch, 0.0)
         if weights:
             cast_w = weights * (4 + prec.param_bytes)
@@ -341,7 +341,7 @@ class ComputeModel:
         (:data:`~perfmodel.compute.params.FP8_GEMM_OUTPUT_BYTES`: Transformer Engine, torchao
         ``_scaled_mm(out_dtype=bfloat16)``, DeepGEMM)."""
         size = dtype.itemsize if itemsize is None else itemsize
-        out_size = FP8_GEMM_OUTPUT_BYTES if itemsize is None and dtype is DType.FP8 else size
+        out_size = FP8_GEMM_OUTPUT_BYTES if itemsize is None and dtype is DTYPE_FP8 else size
         eff = self.gemm(gemm, dtype).efficiency * self.params.alignment_factor(
             dtype, gemm.n, gemm.k
         )
@@ -407,7 +407,7 @@ class ComputeModel:
     def _winograd(self, layer: LayerCost, dtype: DType) -> float:
         """Rate multiplier of FP32 3x3 stride-1 convolutions (Winograd), else 1."""
         # layer_time skips the call for a layer that is not a convolution (this first test)
-        if layer.kind is not LayerKind.CONV or layer.gemm is None or self._uses_tc(dtype):
+        if layer.kind is not LAYER_CONV or layer.gemm is None or self._uses_tc(dtype):
             return 1.0
         g = layer.gemm
         if g.batch != 1 or g.k % 9:
@@ -818,7 +818,7 @@ class ComputeModel:
         :meth:`gemm` applied (the fast-accumulation ceiling); ``(1, 1, 1)`` for other dtypes.
         Without a recipe, ``ComputeParams.fp8_backward_split_accumulation`` says whether the
         backward passes split."""
-        if dtype is not DType.FP8 or layer.gemm is None:  # layer_time skips the call off FP8
+        if dtype is not DTYPE_FP8 or layer.gemm is None:  # layer_time skips the call off FP8
             return _NO_FP8_RATES
         p = self.params
         if self._fp8 is not None:

@@ -63,6 +63,7 @@ from perfmodel.parallel.taskgraph import (
     _S_SEND_S,
     CHAIN_MARK,
     SENT,
+    TASK_COMPUTE,
     ChainTask,
     OpTask,
     OverTask,
@@ -73,8 +74,6 @@ from perfmodel.parallel.taskgraph import (
     _OverTaskTwin,
     clean_two,
 )
-
-_COMPUTE = TaskKind.COMPUTE
 
 #: A recorded operation (:meth:`OperationReplay._record`): its tasks as ``(kind, device,
 #: stream, seconds, dependencies, label, micro-batch field, chunk, comm, then_s, over)`` (a
@@ -401,7 +400,7 @@ class OperationReplay:
         if x != n - 1 or ((n > 1 or anchors) and not self.INLINE_LINES):
             return None
         kind, dev, stream, dur, deps, lab, mbf, chunk, comm, then, over = tpl[0]
-        if kind is not _COMPUTE or stream != "compute" or comm is not None or then is None:
+        if kind is not TASK_COMPUTE or stream != "compute" or comm is not None or then is None:
             return None
         if lab != 0 or mbf is not None or deps != tuple((False, j, 0) for j in range(n_ext)):
             return None
@@ -410,7 +409,7 @@ class OperationReplay:
         rest = []
         for i, (kind_i, dev_i, stream_i, dur_i, deps_i, lab_i, mbf_i, chunk_i, comm_i, then_i,
                 over_i) in enumerate(tpl[1:]):  # fmt: skip
-            if (kind_i is not _COMPUTE or dev_i != dev or stream_i != "compute" or comm_i
+            if (kind_i is not TASK_COMPUTE or dev_i != dev or stream_i != "compute" or comm_i
                     is not None or then_i is None or over_i is not None
                     or lab_i != 0 or mbf_i is not None or chunk_i != k
                     or deps_i != ((True, i, 0),)):  # fmt: skip
@@ -442,7 +441,7 @@ class OperationReplay:
             task.send_s = 0.0
             task.send = None
             task.tid = x + 1
-            task.kind = TaskKind.COMPUTE
+            task.kind = TASK_COMPUTE
             task.device = dev
             task.stream = "compute"
             task.duration_s = dur  # a recorded task's: a float
@@ -609,7 +608,7 @@ class OperationReplay:
         # (None: not made yet; False: another path)
         tpls: list[Any] = [None] * (8 * K)
         template = self._chain_template
-        new, twin, mark, compute = _new_task, _ChainTaskTwin, CHAIN_MARK, _COMPUTE
+        new, twin, mark, compute = _new_task, _ChainTaskTwin, CHAIN_MARK, TASK_COMPUTE
         hidden = merged = inline = 0
         pos = [0] * P
         for s, o, i, n in round_robin(ops, pos):

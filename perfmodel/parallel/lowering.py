@@ -123,7 +123,7 @@ class Segment:
         (:attr:`ep_unpaired`) in place of their overlapped share."""
         if paired or not self.ep_unpaired:
             return [c for c in self.ep_cp if c.phase == phase]
-        return [c for c in self.ep_cp if c.phase == phase and c.kind is not CommKind.EP] + [
+        return [c for c in self.ep_cp if c.phase == phase and c.kind is not COMM_EP] + [
             c for c in self.ep_unpaired if c.phase == phase
         ]
 

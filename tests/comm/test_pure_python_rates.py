@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
+import signal
 
 import numpy as np
 import pytest
@@ -95,7 +96,24 @@ def test_every_order_equals_the_pruned_search_on_many_matrices(n: int) -> None:
         assert every == pruned, trial
 
 
+def _no_end(*_: object) -> None:
+    raise TimeoutError("progressive filling did not end (a frozen flow's entries kept live?)")
+
+
 def test_plain_python_filling_equals_numpy_bit_for_bit() -> None:
+    """The plain filling equals numpy's on random inputs, and ends: a filling that never
+    freezes a flow would loop, so the test stops it after 20 s and fails (final26: no
+    pytest-timeout here, and a hang would stall CI instead of failing it)."""
+    old = signal.signal(signal.SIGALRM, _no_end)
+    signal.setitimer(signal.ITIMER_REAL, 20.0)
+    try:
+        _filling_equals_numpy()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _filling_equals_numpy() -> None:
     rng = random.Random(7)
     for trial in range(300):
         n_flows = rng.randint(1, 12)
@@ -114,6 +132,16 @@ def test_plain_python_filling_equals_numpy_bit_for_bit() -> None:
             n_flows,
         ).tolist()
         assert maxmin_rates_small(fi, ei, mult, cap, n_flows) == ref, trial
+
+
+def test_saturation_is_at_or_below_the_tolerance() -> None:
+    """A resource saturates when what remains is at most its tolerance (``<=``): here the
+    zero-capacity resource makes the fill step 0 and the other's capacity is exactly its own
+    tolerance (1e-12 x max(1e-12, 1)), so both flows freeze at 0 (a strict ``<`` would leave
+    the second at 1e-12; final26's probe)."""
+    args = ([0, 1], [0, 1], [1.0, 1.0], [0.0, 1e-12], 2)
+    assert maxmin_rates_small(*args) == [0.0, 0.0]
+    assert maxmin_rates(*(np.asarray(a) for a in args[:4]), 2).tolist() == [0.0, 0.0]
 
 
 def test_numpy_sum_is_numpys_pairwise_sum() -> None:
