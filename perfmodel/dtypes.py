@@ -107,8 +107,7 @@ class Precision(str, ParsedEnum, where="--precision", noun="precision"):
         return self not in (PRECISION_FP32, PRECISION_TF32)
 
 
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+# (bound once, as above)
 PRECISION_FP32 = Precision.FP32
 PRECISION_TF32 = Precision.TF32
 

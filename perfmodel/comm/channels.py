@@ -247,8 +247,7 @@ def channel_rates(
     ei: list[int] = []
     mult: list[float] = []
     for c, ch in enumerate(channels):
-        # this channel's multiplicity per link, summed in hop order; its entries in link id
-        # order after the earlier channels' (the entries sorted by (channel, link id))
+        # per channel, link ids sorted (the docstring's order)
         on: dict[int, float] = {}
         for hop in ch.hops:
             weight = 1.0 if charge is None else float(charge(hop))

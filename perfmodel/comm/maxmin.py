@@ -142,9 +142,10 @@ def maxmin_rates_small(
     # lists below is resource used[j]
     used = sorted(set(edge_idx))
     cols = range(len(used))
+    col_of = dict(zip(used, cols))
     remaining = list(map(float, map(capacity_Bps.__getitem__, used)))
     tol = [_TOL * max(r, 1.0) for r in remaining]
-    live = list(zip(flow_idx, map(dict(zip(used, cols)).__getitem__, edge_idx), mult))
+    live = list(zip(flow_idx, map(col_of.__getitem__, edge_idx), mult))
     while live:  # the entries of the active flows, in entry order
         load = [0.0] * len(used)
         for _, j, m in live:

@@ -135,8 +135,7 @@ class Protocol(str, enum.Enum):
     SIMPLE = "Simple"
 
 
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+# (bound once, as above)
 PROTO_LL = Protocol.LL
 PROTO_LL128 = Protocol.LL128
 PROTO_SIMPLE = Protocol.SIMPLE
@@ -150,8 +149,7 @@ class HwClass(str, enum.Enum):
     NET = "net"
 
 
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+# (bound once, as above)
 HW_NET = HwClass.NET
 
 

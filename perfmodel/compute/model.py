@@ -65,7 +65,6 @@ from perfmodel.workload.layers import (
     GemmShape,
     KernelClass,
     LayerCost,
-    LayerKind,
     Workload,
 )
 from perfmodel.workload.memory import (

@@ -70,7 +70,7 @@ from perfmodel.parallel.segment_comm import (
     _merged,
 )
 from perfmodel.parallel.software import SoftwarePreset
-from perfmodel.parallel.taskgraph import COMM_EP, CommKind, TaskGraph
+from perfmodel.parallel.taskgraph import COMM_EP, TaskGraph
 from perfmodel.workload.layers import (
     LAYER_LINEAR,
     ROLE_EXPERT,

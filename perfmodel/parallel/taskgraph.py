@@ -48,8 +48,7 @@ class CommKind(str, enum.Enum):
     CP = "cp"  # context-parallel key/value exchange (ring attention), exposed part
 
 
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+# (bound once, as above)
 COMM_CP = CommKind.CP
 COMM_EP = CommKind.EP
 COMM_PP = CommKind.PP

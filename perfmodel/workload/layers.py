@@ -105,8 +105,7 @@ class ExpertRole(str, enum.Enum):
     COMBINE = "combine"
 
 
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+# (bound once, as above)
 ROLE_COMBINE = ExpertRole.COMBINE
 ROLE_DISPATCH = ExpertRole.DISPATCH
 ROLE_EXPERT = ExpertRole.EXPERT

@@ -98,8 +98,7 @@ class Recompute(
     FULL = "full"
 
 
-# Enum members the hot paths read, bound once: on CPython 3.11 `EnumType.__getattr__` makes
-# each `Enum.MEMBER` read ~1,000 instructions (docs/design.md "Session 26 (speed41a)").
+# (bound once, as above)
 RECOMPUTE_FULL = Recompute.FULL
 RECOMPUTE_SELECTIVE = Recompute.SELECTIVE
 
