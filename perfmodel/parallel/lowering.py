@@ -779,8 +779,11 @@ def _segment_sums(
     bwd: list[tuple[tuple[tuple[CollectiveOp, float, str], ...], int]] = []
     layer_time, linear, expert_role = costs.layer_time, LAYER_LINEAR, ROLE_EXPERT
     for r, (unit, _, n) in enumerate(runs):
-        uf = ubi = ubw = urc = urs = 0.0
-        uact = uflop = 0.0
+        if n == 1:  # a single unit: layer by layer into the totals, as before
+            uf, ubi, ubw, urc, urs, uact, uflop = f, bi, bw, rc, rs_f, act, flop
+        else:  # a run: the unit's sums, added n times below
+            uf = ubi = ubw = urc = urs = 0.0
+            uact = uflop = 0.0
         udp = uexpert = 0  # integers: exact in any order (expert_params' sum, inline)
         ufwd: list[tuple[CollectiveOp, float, str]] = []
         ubwd: list[tuple[CollectiveOp, float, str]] = []
@@ -791,30 +794,22 @@ def _segment_sums(
                 uexpert += layer.params
             lf, lbi, lbw = layer_time(layer)
             rs = lf if layer.kind is linear and _tp_reduce_scattered(layer) else 0.0
-            if n == 1:  # layer by layer into the totals, as before
-                f += lf
-                rs_f += rs
-                bi += lbi
-                bw += lbw
-                act += layer.activation_bytes
-                flop += layer.total_flop
-                if shares:
-                    rc += lf * shares[r][j]
-            else:
-                uf += lf
-                urs += rs
-                ubi += lbi
-                ubw += lbw
-                uact += layer.activation_bytes
-                uflop += layer.total_flop
-                if shares:
-                    urc += lf * shares[r][j]
+            uf += lf
+            urs += rs
+            ubi += lbi
+            ubw += lbw
+            uact += layer.activation_bytes
+            uflop += layer.total_flop
+            if shares:
+                urc += lf * shares[r][j]
             params += n * layer.params
             if layer.fwd_comm:
                 ufwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.fwd_comm]
             if layer.bwd_comm:
                 ubwd += [(cp.op, cp.message_bytes, cp.group) for cp in layer.bwd_comm]
-        if n > 1:
+        if n == 1:
+            f, bi, bw, rc, rs_f, act, flop = uf, ubi, ubw, urc, urs, uact, uflop
+        else:
             f += n * uf
             rs_f += n * urs
             bi += n * ubi
