@@ -442,12 +442,7 @@ class PipelineLowering(
             deps.append(self.f_out[(mb, k - 1)])
         seg1 = self.plain_single[k]
         if seg1 is not None:  # what the general path below does for such a chunk, directly
-            tid = self.plain_op(s, "F", mb, c, deps) if self.op_tasks else -1
-            tids = (
-                [tid]
-                if tid >= 0
-                else self.segment(s, "F", mb, c, seg1.fwd_s, deps, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
-            )
+            tids = self._single_op(s, "F", mb, c, deps, seg1.fwd_s, seg1.tp_fwd_s, seg1.tp_rs_fwd_s)
             self.first_seg_done[s] = True
             self._forward_end(s, mb, k, tids[0] if len(tids) == 1 else self.join(s, tids), ch)
             return
@@ -504,22 +499,35 @@ class PipelineLowering(
             self.gathers_left[s] -= 1
         tids = self.offload_wait(s, "F", mb, c, tids)
         tid = self.join(s, tids)
-        self.last_compute[s] = tid
-        self.f_done[(mb, k)] = tid
         held = self.held_bwd.pop(s, None)
         if held is not None:  # ep_overlap: the paired backward's gradient leaves with the pair
             prv, nbytes, b_mb, b_k = held
             self.b_out[(b_mb, b_k)] = self.send(s, prv, nbytes, [tid], "send_bwd", b_mb, b_k)
-        if k < self.K - 1:
-            nxt = (k + 1) % self.P
-            self.f_out[(mb, k)] = (
-                self.send(s, nxt, ch.out_bytes, [tid], "send_fwd", mb, k) if self.P > 1 else tid
-            )
+        self._forward_end(s, mb, k, tid, ch)
+
+    def _single_op(
+        self,
+        s: int,
+        phase: str,
+        mb: int,
+        c: int,
+        deps: list[int],
+        dur: float,
+        tp_s: float,
+        rs_s: float = 0.0,
+    ) -> list[int]:
+        """Operation ``phase`` of micro-batch ``mb`` through chunk ``c`` of stage ``s``, a
+        ``plain_single`` chunk (``forward`` / ``backward``'s short path), after ``deps``: one
+        :meth:`plain_op` task where operation tasks are on and it gives one, else what
+        :meth:`segment` emits for the chunk's segment (``dur``, ``tp_s`` and ``rs_s``
+        seconds, as there). Returns the task ids the operation ends with."""
+        tid = self.plain_op(s, phase, mb, c, deps) if self.op_tasks else -1
+        return [tid] if tid >= 0 else self.segment(s, phase, mb, c, dur, deps, tp_s, rs_s)
 
     def _forward_end(self, s: int, mb: int, k: int, tid: int, ch: Chunk) -> None:
-        """A forward that ends at task ``tid`` with nothing after its compute (no offload
-        wait, no held backward send): stage ``s``'s last compute, the forward's end, and its
-        activation (``ch.out_bytes``) sent to the next stage unless it is the last chunk."""
+        """A forward that ends at task ``tid`` (its held backward send, if any, made):
+        stage ``s``'s last compute, the forward's end, and its activation (``ch.out_bytes``)
+        sent to the next stage unless it is the last chunk."""
         self.last_compute[s] = tid
         self.f_done[(mb, k)] = tid
         if k < self.K - 1:
@@ -608,35 +616,19 @@ class PipelineLowering(
         reduce_every_mb = self.reduce_every_mb
         seg1 = self.plain_single[k]
         if seg1 is not None:  # what the general path below does for such a chunk, directly
-            tid = self.plain_op(s, "B", mb, c, deps) if self.op_tasks else -1
-            tids = (
-                [tid]
-                if tid >= 0
-                else self.segment(s, "B", mb, c, seg1.bwd_s + seg1.recompute_s, deps, seg1.tp_bwd_s)
+            tids = self._single_op(
+                s, "B", mb, c, deps, seg1.bwd_s + seg1.recompute_s, seg1.tp_bwd_s
             )
             if self.dp_on and self.overlap and (final_mb or reduce_every_mb):
                 self.reduce_gradients(s, seg1, tids, f"grad {k}.0")
-            tid = tids[0] if len(tids) == 1 else self.join(s, tids)
-            self.last_compute[s] = tid
-            if k > 0:
-                nbytes = self.chunks[k - 1].out_bytes
-                self.b_out[(mb, k)] = (
-                    self.send(s, (k - 1) % P, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
-                )
+            self._backward_end(s, mb, k, tids[0] if len(tids) == 1 else self.join(s, tids))
             return
         prev_grad = 0.0  # duration of the previous segment's gradient collective (in flight)
         tids: list[int] = []
         if self.coarsenable(s, "B", mb, ch):
             tid = self.plain_op(s, "B", mb, c, deps) if self.op_tasks else -1
             if tid >= 0 and self._op_exit[1]:  # what the rest below does for it, directly
-                self.last_compute[s] = tid
-                if k > 0:
-                    nbytes = self.chunks[k - 1].out_bytes
-                    self.b_out[(mb, k)] = (
-                        self.send(s, (k - 1) % P, nbytes, [tid], "send_bwd", mb, k)
-                        if P > 1
-                        else tid
-                    )
+                self._backward_end(s, mb, k, tid)
                 return
             if tid >= 0:
                 tids = [tid]
@@ -681,16 +673,24 @@ class PipelineLowering(
                 prev_grad = self.reduce_gradients(s, seg, tids, f"grad {k}.{si}")
         tids = self.offload_wait(s, "B", mb, c, tids)
         tid = self.join(s, tids)
+        if k > 0 and P > 1 and self.combined and ("B", mb, c) not in self.unpaired(s):
+            self.last_compute[s] = tid
+            # the gradient of the chunk's input, sent after the partner forward (forward())
+            self.held_bwd[s] = ((k - 1) % P, self.chunks[k - 1].out_bytes, mb, k)
+            return
+        self._backward_end(s, mb, k, tid)
+
+    def _backward_end(self, s: int, mb: int, k: int, tid: int) -> None:
+        """A backward that ends at task ``tid`` with its input gradient not held (combined
+        1F1B holds a paired one): stage ``s``'s last compute, and the gradient of chunk
+        ``k``'s input (the previous chunk's output tensor, ``out_bytes``) sent to the
+        previous stage unless ``k`` is the first chunk."""
         self.last_compute[s] = tid
         if k > 0:
-            prv = (k - 1) % P
-            # the gradient of the chunk's input: the previous chunk's output tensor
+            P = self.P
             nbytes = self.chunks[k - 1].out_bytes
-            if P > 1 and self.combined and ("B", mb, c) not in self.unpaired(s):
-                self.held_bwd[s] = (prv, nbytes, mb, k)  # sent after the partner forward
-                return
             self.b_out[(mb, k)] = (
-                self.send(s, prv, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
+                self.send(s, (k - 1) % P, nbytes, [tid], "send_bwd", mb, k) if P > 1 else tid
             )
 
     def run_schedule(self) -> None:
