@@ -484,6 +484,7 @@ class Net(ConvLayers, AttentionLayers):
         extra_bwd_bytes: float = 0.0,
         extra_bwd_kernels: int = 0,
         tensors: int = 1,
+        fwd_comm: tuple[CommPoint, ...] = (),
     ) -> None:
         """A memory-bound operator of ``elements`` elements as the kernels of ``ops``
         (:data:`perfmodel.workload.kernels.OPS`): bytes ``elements x`` the kernels' bytes per
@@ -492,7 +493,8 @@ class Net(ConvLayers, AttentionLayers):
         ``params`` stay with the layer (a norm's weight: read in forward, its FP32 gradient
         written in backward). ``tensors``: the operator runs on that many tensors whose
         elements ``elements`` counts together (RoPE on the queries and the keys): as many
-        launches of each kernel."""
+        launches of each kernel. ``fwd_comm``: collectives of the forward (the vocabulary-parallel
+        loss's all-reduces)."""
         a = self.act_bytes
         p = self.param_bytes
         self._add(
@@ -511,6 +513,7 @@ class Net(ConvLayers, AttentionLayers):
                 kernels=max(tensors * ops.fwd_kernels(a), 1),
                 bwd_kernels=tensors * ops.bwd_kernels(a) + extra_bwd_kernels,
                 kernel_class=ops.klass,
+                fwd_comm=fwd_comm,
             )
         )
 
@@ -832,8 +835,8 @@ class Net(ConvLayers, AttentionLayers):
         ``rows`` predictions, computed in FP32: saves the FP32 softmax (or log-softmax),
         ``4 rows classes`` bytes.
 
-        Kernels and bytes per logit are the stack's (:data:`perfmodel.workload.kernels.OPS`
-        ``"loss"``): PyTorch's ``cross_entropy`` of the FP32-cast logits (eager, and under
+        Kernels and bytes per logit are the stack's (:meth:`op_layer` of
+        :data:`perfmodel.workload.kernels.OPS` ``"loss"``): PyTorch's ``cross_entropy`` of the FP32-cast logits (eager, and under
         torchtitan's ``torch.compile``, which leaves the loss eager): the cast (``a + 4``),
         ``log_softmax`` (8), ``nll_loss``; backward the zero-filled FP32 gradient (4),
         ``log_softmax_backward`` (12) and the cast back (``4 + a``): ``(12 + a)`` bytes forward
@@ -845,20 +848,15 @@ class Net(ConvLayers, AttentionLayers):
         el = float(rows * classes)
         ops = op_kernels("loss", self.kernels.fusion)
         assert ops is not None
-        a = self.act_bytes
-        self._kernel(
+        self.op_layer(
             name,
-            LayerKind.LOSS,
-            fwd_flop=5.0 * el,
-            bwd_flop=2.0 * el,
-            fwd_bytes=el * ops.fwd_bytes(a),
-            bwd_bytes=el * ops.bwd_bytes(a),
-            activation_bytes=4.0 * el,
+            ops,
+            el,
             output_shape=(1,),
+            flop=(5.0 * el, 2.0 * el),
+            saved_bytes=4.0 * el,
+            kind=LayerKind.LOSS,
             fwd_comm=fwd_comm,
-            kernels=max(ops.fwd_kernels(a), 1),
-            bwd_kernels=ops.bwd_kernels(a),
-            kernel_class=KernelClass.LOSS,
         )
         return (1,)
 
