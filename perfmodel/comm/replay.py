@@ -32,6 +32,7 @@ import simpy
 
 import perfmodel.comm.params as P
 from perfmodel.comm.algorithms import near_square_factor, nearest_cpu
+from perfmodel.comm.analytic import _check_bytes
 from perfmodel.comm.channels import build_channels, channel_rates, channel_route
 from perfmodel.comm.flow import FlowNetwork, p2p_alpha_s
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
@@ -99,19 +100,14 @@ def run_collective(
     proto = Protocol(protocol) if isinstance(protocol, str) else (protocol or Protocol.SIMPLE)
     if protocol is not None or algo not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE):
         protocol = protocol or proto
-    if not message_bytes > 0:
-        raise ConfigError(
-            f"message size must be > 0 bytes, got {message_bytes!r}",
-            value=message_bytes,
-            where="message_bytes",
-        )
+    m = _check_bytes(message_bytes)
     members = check_group(net.topology, group)
     model = net.cost_model()
     info = model.group_info(members)
     ref = None
     if protocol is None and len(members) > 1:
         # NCCL's choice (tuner approximation), as the simulated fidelity of CommCostModel uses
-        ref = model._analytic(o, float(message_bytes), members, algo)
+        ref = model._analytic(o, m, members, algo)
         algo, proto = ref.algorithm, ref.protocol or Protocol.SIMPLE
     elif algo is Algorithm.AUTO:
         algo = {
@@ -123,16 +119,16 @@ def run_collective(
         # ``CommCostModel(fidelity="simulated")`` charges them: the switch, not the links, sets
         # the pace
         if ref is None:
-            ref = model._analytic(o, float(message_bytes), members, algo)
+            ref = model._analytic(o, m, members, algo)
         return net.env.process(_closed_form(net, ref.time_s))
     if ref is not None and wire_factor == 1.0:
-        wire_factor = _wire_factor(ref, info, float(message_bytes))
+        wire_factor = _wire_factor(ref, info, m)
     gen = _collective_gen(
         net,
         model,
         info,
         o,
-        float(message_bytes),
+        m,
         algo,
         proto,
         max(1, int(chunks)),

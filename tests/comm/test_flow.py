@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from perfmodel.comm import CommCostModel, FlowNetwork, run_collective
 from perfmodel.comm.links import DirectedLinks
+from perfmodel.errors import ConfigError
 from perfmodel.units import GB, GiB
 
 
@@ -62,6 +63,17 @@ def test_uncontended_other_algorithms_agree(dgx1, op, algo):
     a = CommCostModel(dgx1).collective(op, 64 << 20, dgx1.gpus, algo)
     s = CommCostModel(dgx1, fidelity="simulated").collective(op, 64 << 20, dgx1.gpus, algo)
     assert s.time_s == pytest.approx(a.time_s, rel=0.03)
+
+
+@pytest.mark.parametrize("size", [0, -1, float("inf"), "lots"])
+def test_replay_refuses_the_sizes_the_closed_form_refuses(dgx1, size):
+    """The flow replay checks a message size with the closed form's rule (one check:
+    ``comm.analytic._check_bytes``): a positive finite number, else one ConfigError."""
+    with pytest.raises(ConfigError, match="message size") as closed:
+        CommCostModel(dgx1).collective("allreduce", size, dgx1.gpus)
+    with pytest.raises(ConfigError, match="message size") as replay:
+        run_collective(FlowNetwork(simpy.Environment(), dgx1), "allreduce", size, dgx1.gpus)
+    assert str(replay.value) == str(closed.value)
 
 
 def _alone_and_together(topo, group, size, other):
