@@ -74,6 +74,9 @@ class Scenario:
     ``(name, value)`` pairs."""
     model: str = _Default("resnet50")
     model_args: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the zoo model's builder (``hidden``, ``layers``...); copied when the
+    scenario is built, so a later change to the caller's dict does not reach it (so is
+    :attr:`software_options`); ``None``: none."""
     batch_per_gpu: int | None = None
     global_batch: int | None = None
     precision: str = _Default("fp32")
@@ -138,6 +141,12 @@ class Scenario:
     ``bucket_bytes`` in MiB, or their Megatron/NeMo names); empty: the preset as it is."""
 
     def __post_init__(self) -> None:
+        # the two mappings are copied here, whatever built the scenario: a frozen scenario
+        # does not change when its caller later changes the dict it was given (None: none)
+        for key in _MAPPINGS:
+            given = getattr(self, key)
+            copied = {} if given is None else dict(as_mapping(given, key, where="scenario"))
+            object.__setattr__(self, key, copied)
         # the NCCL environment is parsed here, once, whatever built the scenario (a Scenario
         # built in code skips from_dict); none stated stays () without importing comm/
         env = self.nccl_env
@@ -191,23 +200,16 @@ class Scenario:
         for flag in ("sequence_parallel", "compile"):
             if data.get(flag) is not None:  # null: the preset's default
                 data[flag] = parse_flag(data[flag], where=f"{where}: {flag}")
-        for key in ("model_args", "software_options"):  # null (JSON) is none
-            if key in data:
-                args = data[key]
-                data[key] = {} if args is None else dict(as_mapping(args, key, where=where))
+        for key in _MAPPINGS:  # null (JSON) is none; checked here to name the file's place
+            if data.get(key) is not None:
+                as_mapping(data[key], key, where=where)
         if "nccl_env" in data:
             from perfmodel.comm.nccl_env import NcclEnv
 
             env = NcclEnv.of(data["nccl_env"], where=f"{where}: nccl_env")
             data["nccl_env"] = env if env else ()
         for k, v in data.items():
-            if k not in (
-                "model_args",
-                "software_options",
-                "sequence_parallel",
-                "compile",
-                "nccl_env",
-            ):
+            if k not in (*_MAPPINGS, "sequence_parallel", "compile", "nccl_env"):
                 data[k] = _check_field_type(k, v, where)
         return cls(**data)
 
@@ -223,7 +225,7 @@ class Scenario:
             v = getattr(self, name)
             if name == "pipeline_layout" and v is None:
                 continue
-            if name in ("model_args", "software_options"):
+            if name in _MAPPINGS:
                 d[name] = dict(v)
             elif name == "nccl_env":  # the pairs: JSON, and one hash wherever they were stated
                 d[name] = v.variables if v else ()
@@ -324,6 +326,9 @@ HARDWARE_FIELDS = (
 )
 
 _FIELD_NAMES = tuple(f.name for f in fields(Scenario))
+#: The scenario's two mapping fields: copied when a scenario is built (``__post_init__``), a
+#: table or ``None`` in a file, a ``dict`` in :meth:`Scenario.to_dict`.
+_MAPPINGS = ("model_args", "software_options")
 
 _SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict keeps them as is
 

@@ -160,3 +160,42 @@ def test_pos_int_and_zero_read_one_rule_of_integers(v: object) -> None:
         else:
             with pytest.raises(ConfigError):
                 read(v)
+
+
+# ------------------------------------------------------------------ the two mappings, copied
+
+
+@pytest.mark.parametrize("key", ["model_args", "software_options"])
+def test_a_mapping_given_in_code_is_copied(key: str) -> None:
+    """A frozen scenario does not change when its caller later changes the dict it gave
+    (a ``Scenario(model_args=d)`` kept ``d`` itself before: ``d["layers"] = 40`` afterwards
+    made the same scenario predict a 10x longer step)."""
+    given = {"layers": 4} if key == "model_args" else {"overlap_grad_comm": True}
+    sc = Scenario(model="gpt", **{key: given})
+    before = dict(getattr(sc, key))
+    given["later"] = 1
+    assert getattr(sc, key) == before
+    assert getattr(sc, key) is not given
+    assert getattr(replace(sc, **{key: given}), key) == given  # replace builds anew
+
+
+def test_a_copied_model_args_keeps_its_prediction() -> None:
+    from perfmodel.api import predict
+
+    args = {"layers": 2, "hidden": 256, "heads": 4, "seq_len": 128, "vocab": 1000}
+    sc = Scenario(system="dgx-a100", model="gpt", model_args=args, global_batch=8, gpus=8)
+    first = predict(sc, baseline=False).iteration_time_s
+    args["layers"] = 20
+    assert predict(sc, baseline=False).iteration_time_s == first
+
+
+@pytest.mark.parametrize("key", ["model_args", "software_options"])
+def test_a_mapping_field_none_is_empty_and_a_list_is_refused(key: str) -> None:
+    assert getattr(Scenario(**{key: None}), key) == {}
+    assert getattr(Scenario.from_dict({key: None}), key) == {}
+    with pytest.raises(
+        ConfigError, match=rf"scenario: {key}: expected a table/mapping, got \[1, 2\]"
+    ):
+        Scenario(**{key: [1, 2]})
+    with pytest.raises(ConfigError, match=rf"job\.toml: {key}: expected a table/mapping"):
+        Scenario.from_dict({key: [1, 2]}, where="job.toml")
