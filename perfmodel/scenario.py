@@ -74,9 +74,9 @@ class Scenario:
     ``(name, value)`` pairs."""
     model: str = _Default("resnet50")
     model_args: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the zoo model's builder (``hidden``, ``layers``...); copied when the
-    scenario is built, so a later change to the caller's dict does not reach it (so is
-    :attr:`software_options`); ``None``: none."""
+    """Keyword arguments of the zoo model's builder (``hidden``, ``layers``, ``widths``...);
+    copied when the scenario is built (a list or table value deeply), so a later change to
+    what the caller gave does not reach it (so is :attr:`software_options`); ``None``: none."""
     batch_per_gpu: int | None = None
     global_batch: int | None = None
     precision: str = _Default("fp32")
@@ -141,11 +141,15 @@ class Scenario:
     ``bucket_bytes`` in MiB, or their Megatron/NeMo names); empty: the preset as it is."""
 
     def __post_init__(self) -> None:
-        # the two mappings are copied here, whatever built the scenario: a frozen scenario
-        # does not change when its caller later changes the dict it was given (None: none)
+        # the two mappings are copied here, whatever built the scenario, a value that is not
+        # text, a number or a flag deeply (model_args' widths, cutoffs): a frozen scenario
+        # does not change when its caller later changes what it gave (None: none)
         for key in _MAPPINGS:
             given = getattr(self, key)
-            copied = {} if given is None else dict(as_mapping(given, key, where="scenario"))
+            copied = {}
+            if given is not None:
+                for k, v in as_mapping(given, key, where="scenario").items():
+                    copied[k] = v if type(v) in _SCALARS else copy.deepcopy(v)
             object.__setattr__(self, key, copied)
         # the NCCL environment is parsed here, once, whatever built the scenario (a Scenario
         # built in code skips from_dict); none stated stays () without importing comm/

@@ -199,3 +199,20 @@ def test_a_mapping_field_none_is_empty_and_a_list_is_refused(key: str) -> None:
         Scenario(**{key: [1, 2]})
     with pytest.raises(ConfigError, match=rf"job\.toml: {key}: expected a table/mapping"):
         Scenario.from_dict({key: [1, 2]}, where="job.toml")
+
+
+def test_a_list_inside_model_args_is_copied_too() -> None:
+    """A list value (an MLP's ``widths``) is the scenario's own: changing the caller's list
+    afterwards changes neither the hash nor the prediction (review rev27: a shallow copy
+    still shared it, and the step went from 2.1 to 318 ms)."""
+    from perfmodel.api import predict
+
+    widths = [784, 1024, 1024, 10]
+    sc = Scenario(
+        system="dgx-a100", model="mlp", model_args={"widths": widths}, global_batch=256, gpus=8
+    )
+    key, first = sc.content_hash(), predict(sc, baseline=False).iteration_time_s
+    widths[1:3] = [65536, 65536]
+    assert sc.model_args["widths"] == [784, 1024, 1024, 10]
+    assert sc.content_hash() == key
+    assert predict(sc, baseline=False).iteration_time_s == first

@@ -106,8 +106,7 @@ def _recompute_share(
     torchtitan's op-level checkpoint reads off each block's matrix products,
     ``SelectiveRecompute.share_for``, not the layer-alone mean), or ``None`` (none, or no
     stage layers). Read when the report is made, also where the kernel classes are left to
-    their first read: the workload comes from the caller's scenario, whose ``model_args`` is
-    a dict the caller may change afterwards."""
+    their first read: the workload comes from the caller's scenario."""
     if not step.stage_layers:
         return None
     if r.plan.recompute is Recompute.FULL:

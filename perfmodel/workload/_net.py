@@ -836,14 +836,15 @@ class Net(ConvLayers, AttentionLayers):
         ``4 rows classes`` bytes.
 
         Kernels and bytes per logit are the stack's (:meth:`op_layer` of
-        :data:`perfmodel.workload.kernels.OPS` ``"loss"``): PyTorch's ``cross_entropy`` of the FP32-cast logits (eager, and under
-        torchtitan's ``torch.compile``, which leaves the loss eager): the cast (``a + 4``),
-        ``log_softmax`` (8), ``nll_loss``; backward the zero-filled FP32 gradient (4),
-        ``log_softmax_backward`` (12) and the cast back (``4 + a``): ``(12 + a)`` bytes forward
-        and ``(20 + a)`` backward per element, as the GPT-2 H100 trace shows (copy, softmax and
-        ``FillFunctor<float>`` kernels; GPT-2 b8: 2.77 ms measured against 0.98 predicted
-        before the FP32 gradient was counted). Megatron-Core's fused vocabulary-parallel
-        cross-entropy (``te``): ``(20 + a)`` forward, ``(12 + a)`` backward.
+        :data:`perfmodel.workload.kernels.OPS` ``"loss"``): PyTorch's ``cross_entropy`` of the
+        FP32-cast logits (eager, and under torchtitan's ``torch.compile``, which leaves the loss
+        eager): the cast (``a + 4``), ``log_softmax`` (8), ``nll_loss``; backward the
+        zero-filled FP32 gradient (4), ``log_softmax_backward`` (12) and the cast back
+        (``4 + a``): ``(12 + a)`` bytes forward and ``(20 + a)`` backward per element, as the GPT-2
+        H100 trace shows (copy, softmax and ``FillFunctor<float>`` kernels; GPT-2 b8: 2.77 ms
+        measured against 0.98 predicted before the FP32 gradient was counted). Megatron-Core's
+        fused vocabulary-parallel cross-entropy (``te``): ``(20 + a)`` forward, ``(12 + a)``
+        backward.
         """
         el = float(rows * classes)
         ops = op_kernels("loss", self.kernels.fusion)

@@ -76,6 +76,22 @@ def test_replay_refuses_the_sizes_the_closed_form_refuses(dgx1, size):
     assert str(replay.value) == str(closed.value)
 
 
+def test_replay_reads_numeric_text_as_the_closed_form_does(dgx1):
+    """The one check converts as well as refuses: numeric text is its number in both."""
+
+    def replayed(size):
+        env = simpy.Environment()
+        run_collective(FlowNetwork(env, dgx1), "allreduce", size, dgx1.gpus)
+        env.run()
+        return env.now
+
+    closed = CommCostModel(dgx1).collective
+    assert (
+        closed("allreduce", "1e6", dgx1.gpus).time_s == closed("allreduce", 1e6, dgx1.gpus).time_s
+    )
+    assert replayed("1e6") == replayed(1e6) > 0.0
+
+
 def _alone_and_together(topo, group, size, other):
     env = simpy.Environment()
     net = FlowNetwork(env, topo)
