@@ -146,11 +146,8 @@ class Scenario:
         # does not change when its caller later changes what it gave (None: none)
         for key in _MAPPINGS:
             given = getattr(self, key)
-            copied = {}
-            if given is not None:
-                for k, v in as_mapping(given, key, where="scenario").items():
-                    copied[k] = v if type(v) in _SCALARS else copy.deepcopy(v)
-            object.__setattr__(self, key, copied)
+            own = {} if given is None else _own_copy(as_mapping(given, key, where="scenario"))
+            object.__setattr__(self, key, own)
         # the NCCL environment is parsed here, once, whatever built the scenario (a Scenario
         # built in code skips from_dict); none stated stays () without importing comm/
         env = self.nccl_env
@@ -218,7 +215,7 @@ class Scenario:
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field by name, ``model_args`` as a plain ``dict`` (a shallow copy).
+        """Every field by name, the two mappings as new dicts sharing no list or table.
 
         The value ``dataclasses.asdict`` gives (a field of text, number, flag or ``None`` is
         itself; any other value a deep copy), without its generic walk: a scenario's hash and
@@ -229,8 +226,8 @@ class Scenario:
             v = getattr(self, name)
             if name == "pipeline_layout" and v is None:
                 continue
-            if name in _MAPPINGS:
-                d[name] = dict(v)
+            if name in _MAPPINGS:  # the caller's copy: its lists are not the scenario's
+                d[name] = _own_copy(v)
             elif name == "nccl_env":  # the pairs: JSON, and one hash wherever they were stated
                 d[name] = v.variables if v else ()
             else:
@@ -335,6 +332,12 @@ _FIELD_NAMES = tuple(f.name for f in fields(Scenario))
 _MAPPINGS = ("model_args", "software_options")
 
 _SCALARS = frozenset({str, int, float, bool})  # immutable: dataclasses.asdict keeps them as is
+
+
+def _own_copy(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """``mapping`` as a new ``dict`` sharing nothing mutable with it: text, numbers and flags as
+    they are, any other value (a list of widths, a table) a deep copy."""
+    return {k: v if type(v) in _SCALARS else copy.deepcopy(v) for k, v in mapping.items()}
 
 
 #: The JSON/TOML type each scenario key must have (from the :class:`Scenario` annotations):

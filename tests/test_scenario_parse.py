@@ -216,3 +216,13 @@ def test_a_list_inside_model_args_is_copied_too() -> None:
     assert sc.model_args["widths"] == [784, 1024, 1024, 10]
     assert sc.content_hash() == key
     assert predict(sc, baseline=False).iteration_time_s == first
+
+
+def test_to_dict_shares_no_list_with_the_scenario() -> None:
+    """What ``to_dict`` hands out is the caller's: appending to its ``widths`` leaves the
+    scenario (and its hash) as it was (a shallow ``dict`` copy shared the list)."""
+    sc = Scenario(model="mlp", model_args={"widths": [784, 1024, 10]})
+    key = sc.content_hash()
+    sc.to_dict()["model_args"]["widths"].append(5)
+    assert sc.model_args["widths"] == [784, 1024, 10]
+    assert sc.content_hash() == key
