@@ -149,7 +149,10 @@ def _as_op(op: CollectiveOp | str) -> CollectiveOp:
     return op if isinstance(op, CollectiveOp) else CollectiveOp.parse(op, where="op")
 
 
-def _check_bytes(message_bytes: float) -> float:
+def check_message_bytes(message_bytes: float) -> float:
+    """``message_bytes`` as a float of bytes, a positive finite number (numeric text reads as its
+    number), else a ConfigError naming it: the one check of a collective's size, analytic and
+    replayed (:func:`perfmodel.comm.replay.run_collective`)."""
     try:
         m = float(message_bytes)
     except (TypeError, ValueError) as exc:
@@ -248,7 +251,7 @@ class AnalyticCommModel:
             an algorithm that does not implement ``op``.
         """
         o = _as_op(op)
-        m = _check_bytes(message_bytes)
+        m = check_message_bytes(message_bytes)
         # a member's exact value (``"auto"``, as the step costs pass it) names that member:
         # looked up without the parse (issue 14: ~1 us per collective of a new plan)
         algo = _ALGORITHM_BY_VALUE.get(algorithm) if type(algorithm) is str else None
@@ -326,7 +329,7 @@ class AnalyticCommModel:
         """The (algorithm, protocol) ``auto`` picks for this call (analytic tuner)."""
         r = self._analytic(
             _as_op(op),
-            _check_bytes(message_bytes),
+            check_message_bytes(message_bytes),
             check_group(self.topology, group),
             ALGO_AUTO,
         )

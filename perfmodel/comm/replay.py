@@ -32,7 +32,7 @@ import simpy
 
 import perfmodel.comm.params as P
 from perfmodel.comm.algorithms import near_square_factor, nearest_cpu
-from perfmodel.comm.analytic import _check_bytes
+from perfmodel.comm.analytic import check_message_bytes
 from perfmodel.comm.channels import build_channels, channel_rates, channel_route
 from perfmodel.comm.flow import FlowNetwork, p2p_alpha_s
 from perfmodel.comm.nccl_recent import CLOSED_FORM_ONLY
@@ -100,7 +100,7 @@ def run_collective(
     proto = Protocol(protocol) if isinstance(protocol, str) else (protocol or Protocol.SIMPLE)
     if protocol is not None or algo not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE):
         protocol = protocol or proto
-    m = _check_bytes(message_bytes)
+    m = check_message_bytes(message_bytes)
     members = check_group(net.topology, group)
     model = net.cost_model()
     info = model.group_info(members)

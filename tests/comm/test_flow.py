@@ -68,7 +68,7 @@ def test_uncontended_other_algorithms_agree(dgx1, op, algo):
 @pytest.mark.parametrize("size", [0, -1, float("inf"), "lots"])
 def test_replay_refuses_the_sizes_the_closed_form_refuses(dgx1, size):
     """The flow replay checks a message size with the closed form's rule (one check:
-    ``comm.analytic._check_bytes``): a positive finite number, else one ConfigError."""
+    ``comm.analytic.check_message_bytes``): a positive finite number, else one ConfigError."""
     with pytest.raises(ConfigError, match="message size") as closed:
         CommCostModel(dgx1).collective("allreduce", size, dgx1.gpus)
     with pytest.raises(ConfigError, match="message size") as replay:
